@@ -1,0 +1,2 @@
+// The bigbatch command-line tool.
+int main() { return 0; }

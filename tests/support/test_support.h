@@ -1,0 +1,33 @@
+// Helpers shared by the test executables.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <string>
+
+namespace bigbatch::testing {
+
+/// A fresh, empty directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// The directory's path.
+  const std::filesystem::path& path() const { return path_; }
+  /// Writes `content` to `name` inside the directory and returns its path.
+  std::filesystem::path write(const std::string& name, const std::string& content) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// max |a - b| / max(|b|, tiny) taken norm-wise: ||a - b|| / ||b||.
+double relative_difference(const torch::Tensor& a, const torch::Tensor& b);
+
+/// Reads a whole file into a string (throws if it cannot be opened).
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace bigbatch::testing

@@ -1,2 +1,6 @@
 // The bigbatch command-line tool.
-int main() { return 0; }
+#include <iostream>
+
+#include "bigbatch/cli/app.h"
+
+int main(int argc, char** argv) { return bigbatch::cli::run_app(argc, argv, std::cout, std::cerr); }

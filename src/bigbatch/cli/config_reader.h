@@ -1,0 +1,68 @@
+// Reads a TOML config with command-line overrides, strictly: wrong types and unknown keys are
+// errors that name the key, the value and what was expected.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bigbatch::cli {
+
+/// Typed access to a TOML document by dotted key ("batch.global_batch"). Every key read is
+/// recorded with its default and help text, so that after reading, any key the user wrote that no
+/// one read is reported as unknown (a typo must not be silently ignored) and the resolved config
+/// can be written out. Usage:
+///
+///   ConfigReader config = ConfigReader::from_file("run.toml");
+///   config.set_override("batch.global_batch=128");
+///   int64_t global = config.get_int("batch.global_batch", 64, "samples per optimizer step");
+///   config.check_all_used();                    // throws on unknown keys
+///   write(config.resolved_toml());
+class ConfigReader {
+ public:
+  /// An empty config: every key takes its default.
+  ConfigReader();
+  ~ConfigReader();
+  ConfigReader(ConfigReader&&) noexcept;
+  ConfigReader& operator=(ConfigReader&&) noexcept;
+
+  /// Parses a file; throws InputError naming the path (missing, unreadable, malformed TOML with
+  /// line and column).
+  static ConfigReader from_file(const std::string& path);
+  /// Parses text; `source` names it in messages.
+  static ConfigReader from_string(const std::string& text, const std::string& source);
+
+  /// Applies "key=value" on top of the file. The value is read as a TOML value when it parses
+  /// as one (128, 1e-3, true, "text") and as a plain string otherwise (gpt, /tmp/run).
+  void set_override(const std::string& assignment);
+
+  /// The integer at `key`, or `fallback` when absent. A float, string or boolean is an error.
+  int64_t get_int(const std::string& key, int64_t fallback, const std::string& help);
+  /// The number at `key` (integers accepted), or `fallback`.
+  double get_double(const std::string& key, double fallback, const std::string& help);
+  /// The boolean at `key`, or `fallback`.
+  bool get_bool(const std::string& key, bool fallback, const std::string& help);
+  /// The string at `key`, or `fallback`.
+  std::string get_string(const std::string& key, const std::string& fallback,
+                         const std::string& help);
+  /// A string that must be one of `choices`; the help lists them.
+  std::string get_choice(const std::string& key, const std::string& fallback,
+                         const std::vector<std::string>& choices, const std::string& help);
+
+  /// Throws InputError listing every key present in the document that was never read, with the
+  /// closest known key as a suggestion.
+  void check_all_used() const;
+  /// Every key read, with the value in effect, as commented TOML grouped by section.
+  std::string resolved_toml() const;
+  /// Where the document came from (a path, "defaults", ...).
+  const std::string& source() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// Levenshtein edit distance (for "did you mean" suggestions).
+size_t edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace bigbatch::cli

@@ -1,0 +1,110 @@
+#include "bigbatch/cli/train_config.h"
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::cli {
+
+std::string to_string(ModelKind kind) { return kind == ModelKind::kGpt ? "gpt" : "mlp"; }
+
+namespace {
+
+void read_models(ConfigReader& c, TrainConfig& t) {
+  t.model = c.get_choice("model.kind", "gpt", {"gpt", "mlp"}, "which built-in model") == "gpt"
+                ? ModelKind::kGpt
+                : ModelKind::kMlp;
+  t.float64 = c.get_choice("model.dtype", "float32", {"float32", "float64"},
+                           "parameter and compute precision") == "float64";
+  t.gpt.context(c.get_int("gpt.context", 64, "bytes of context the model sees"))
+      .layers(c.get_int("gpt.layers", 4, "transformer blocks"))
+      .heads(c.get_int("gpt.heads", 4, "attention heads per block"))
+      .embed(c.get_int("gpt.embed", 128, "width of the residual stream"))
+      .dropout(c.get_double("gpt.dropout", 0.0, "dropout probability"));
+  t.mlp.context(c.get_int("mlp.context", 8, "previous bytes the model sees"))
+      .embed(c.get_int("mlp.embed", 32, "embedding width per byte"))
+      .hidden(c.get_int("mlp.hidden", 256, "hidden layer width"))
+      .layers(c.get_int("mlp.layers", 2, "hidden layers"))
+      .dropout(c.get_double("mlp.dropout", 0.0, "dropout probability"));
+}
+
+void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
+  t.data.path(c.get_string("data.path", t.data.path(),
+                           "a text file, or a directory of text files (Debian's fortunes)"))
+      .val_fraction(c.get_double("data.val_fraction", 0.1, "share of the corpus held out"))
+      .split_block(c.get_int("data.split_block", 4096, "bytes per block dealt to train or val"));
+  const int64_t accum_steps = c.get_int("batch.accum_steps", 0,
+                                        "micro-batches per optimizer step; 0 = from micro_batch");
+  // micro_batch defaults to 8 unless accum_steps decides it.
+  const int64_t micro_batch = c.get_int("batch.micro_batch", accum_steps > 0 ? 0 : 8,
+                                        "samples per forward/backward pass; 0 = from accum_steps");
+  t.batch.global_batch(c.get_int("batch.global_batch", 64, "samples per optimizer step"))
+      .micro_batch(micro_batch)
+      .accum_steps(accum_steps);
+}
+
+void read_optimization(ConfigReader& c, TrainConfig& t) {
+  const std::string optimizer =
+      c.get_choice("optim.name", "adamw", {"adamw", "sgd"}, "update rule");
+  t.optim.kind(engine::parse_optimizer_kind(optimizer, "optim.name"));
+  const double lr = c.get_double("optim.lr", 2e-3, "learning rate at optim.base_batch");
+  t.batch.base_lr(lr)
+      .lr_scaling(engine::parse_lr_scaling(
+          c.get_choice("optim.lr_scaling", "none", {"none", "linear", "sqrt"},
+                       "how lr follows global_batch relative to base_batch"),
+          "optim.lr_scaling"))
+      .base_batch(c.get_int("optim.base_batch", 0, "batch at which lr was tuned; 0 = global"));
+  t.optim.lr(lr)
+      .weight_decay(c.get_double("optim.weight_decay", 0.1, "decoupled (AdamW) or L2 (SGD)"))
+      .beta1(c.get_double("optim.beta1", 0.9, "AdamW first-moment decay"))
+      .beta2(c.get_double("optim.beta2", 0.99, "AdamW second-moment decay"))
+      .eps(c.get_double("optim.eps", 1e-8, "AdamW denominator epsilon"))
+      .momentum(c.get_double("optim.momentum", 0.9, "SGD momentum"))
+      .nesterov(c.get_bool("optim.nesterov", false, "SGD Nesterov momentum"));
+  t.max_grad_norm =
+      c.get_double("optim.max_grad_norm", 1.0, "clip the window gradient's norm; 0 = off");
+  t.schedule
+      .kind(engine::parse_schedule_kind(
+          c.get_choice("schedule.kind", "warmup_cosine", {"constant", "warmup_cosine"},
+                       "learning-rate shape over the run"),
+          "schedule.kind"))
+      .warmup_steps(c.get_int("schedule.warmup_steps", 20, "optimizer steps of linear warmup"))
+      .min_lr_ratio(c.get_double("schedule.min_lr_ratio", 0.1, "final lr / peak lr"));
+}
+
+void read_loop(ConfigReader& c, TrainConfig& t) {
+  t.steps = c.get_int("train.steps", 300, "optimizer steps (windows); 0 = use train.epochs");
+  t.epochs = c.get_int("train.epochs", 0, "passes over the training split; overrides steps");
+  BB_CHECK_INPUT(t.steps >= 0, c.source(), ": train.steps = ", t.steps, " must be >= 0");
+  BB_CHECK_INPUT(t.epochs >= 0, c.source(), ": train.epochs = ", t.epochs, " must be >= 0");
+  BB_CHECK_INPUT(t.steps > 0 || t.epochs > 0, c.source(),
+                 ": train.steps and train.epochs are both 0; set one of them");
+  if (t.epochs > 0) t.steps = 0;
+  t.eval_every = c.get_int("train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end");
+  t.eval_samples = c.get_int("train.eval_samples", 512, "validation samples per evaluation");
+  t.log_every = c.get_int("train.log_every", 10, "progress line every N steps (non-terminal)");
+  const int64_t seed = c.get_int("train.seed", 1, "seeds initialisation and data order");
+  BB_CHECK_INPUT(seed >= 0, c.source(), ": train.seed = ", seed, " must be >= 0");
+  t.seed = static_cast<uint64_t>(seed);
+  t.threads = c.get_int("train.threads", 0, "intra-op threads; 0 = automatic");
+  BB_CHECK_INPUT(t.threads >= 0, c.source(), ": train.threads = ", t.threads, " must be >= 0");
+  t.run_dir = c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
+  t.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
+  t.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))
+      .temperature(c.get_double("sample.temperature", 0.8, "softmax temperature"))
+      .top_k(c.get_int("sample.top_k", 40, "sample among the k likeliest bytes; 0 = all"))
+      .seed(static_cast<uint64_t>(seed));
+}
+
+}  // namespace
+
+TrainConfig read_train_config(ConfigReader& config) {
+  TrainConfig result;
+  read_models(config, result);
+  read_data_and_batch(config, result);
+  read_optimization(config, result);
+  read_loop(config, result);
+  config.check_all_used();
+  result.resolved_toml = config.resolved_toml();
+  return result;
+}
+
+}  // namespace bigbatch::cli

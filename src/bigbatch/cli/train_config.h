@@ -1,0 +1,52 @@
+// The `bigbatch train` configuration: every key, its default and its meaning, in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bigbatch/cli/config_reader.h"
+#include "bigbatch/data/text_corpus.h"
+#include "bigbatch/engine/lr_schedule.h"
+#include "bigbatch/engine/optimizer.h"
+#include "bigbatch/engine/plan.h"
+#include "bigbatch/models/gpt.h"
+#include "bigbatch/models/mlp.h"
+#include "bigbatch/models/sampling.h"
+
+namespace bigbatch::cli {
+
+/// Which built-in model to train.
+enum class ModelKind { kGpt, kMlp };
+
+/// Everything `bigbatch train` needs, read from TOML and overrides.
+struct TrainConfig {
+  ModelKind model = ModelKind::kGpt;
+  models::GptOptions gpt;
+  models::MlpOptions mlp;
+  data::TextCorpusOptions data;
+  engine::BatchOptions batch;
+  engine::OptimizerOptions optim;
+  double max_grad_norm = 1.0;
+  engine::LrScheduleOptions schedule;  ///< peak_lr and total_steps are filled in from the plan
+  int64_t steps = 0;                   ///< optimizer steps; 0 when epochs is given
+  int64_t epochs = 0;                  ///< passes over the training split; 0 when steps is given
+  int64_t eval_every = 0;
+  int64_t eval_samples = 0;
+  int64_t log_every = 10;
+  uint64_t seed = 1;
+  int64_t threads = 0;  ///< intra-op threads; 0 = automatic
+  bool float64 = false;
+  std::string run_dir;  ///< empty = runs/<model>-<timestamp>
+  std::string prompt;
+  models::SampleOptions sample;
+  std::string resolved_toml;  ///< the whole configuration in effect, as TOML
+};
+
+/// Reads every key from `config` (defaults for those absent), then rejects unknown keys.
+/// Throws InputError naming the key and value for wrong types and values out of range.
+TrainConfig read_train_config(ConfigReader& config);
+
+/// The config spelling of a model kind.
+std::string to_string(ModelKind kind);
+
+}  // namespace bigbatch::cli

@@ -1,0 +1,88 @@
+#include "bigbatch/engine/accumulator.h"
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/engine/optimizer.h"
+
+namespace bigbatch::engine {
+
+GradientAccumulator::GradientAccumulator(std::vector<torch::Tensor> parameters,
+                                         torch::optim::Optimizer& optimizer,
+                                         const LrSchedule* schedule, AccumulatorOptions options)
+    : parameters_(std::move(parameters)),
+      optimizer_(optimizer),
+      schedule_(schedule),
+      options_(options) {
+  BB_CHECK_INPUT(options_.max_grad_norm() >= 0, "optim.max_grad_norm = ", options_.max_grad_norm(),
+                 " must be >= 0 (0 disables clipping)");
+}
+
+void GradientAccumulator::begin_window(const Counts& window) {
+  BB_CHECK(!window_open_, "begin_window() while a window is open; call step() first");
+  BB_CHECK(window.samples > 0, "a window needs at least one sample, got ", window.samples);
+  BB_CHECK(window.units(options_.unit) > 0, "a window needs at least one counted ",
+           options_.unit == LossUnit::kToken ? "token" : "sample", ", got 0");
+  window_open_ = true;
+  declared_ = window;
+  seen_ = Counts{};
+  micro_batches_ = 0;
+  loss_sum_ = torch::zeros({}, torch::kFloat64);
+}
+
+void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& micro) {
+  BB_CHECK(window_open_, "backward() outside a window; call begin_window() first");
+  BB_CHECK(loss_sum.numel() == 1, "loss_sum must be a scalar, got shape ", loss_sum.sizes());
+  seen_ += micro;
+  BB_CHECK(seen_.samples <= declared_.samples && seen_.tokens <= declared_.tokens,
+           "the micro-batches hold more than the window declared: ", seen_.samples, " samples and ",
+           seen_.tokens, " tokens against ", declared_.samples, " and ", declared_.tokens);
+  ++micro_batches_;
+  loss_sum_ += loss_sum.detach().to(torch::kCPU, torch::kFloat64).reshape({});
+  window_normalised_loss(loss_sum.reshape({}), declared_.units(options_.unit)).backward();
+}
+
+WindowResult GradientAccumulator::step() {
+  BB_CHECK(window_open_, "step() outside a window; call begin_window() first");
+  BB_CHECK(seen_ == declared_, "the window declared ", declared_.samples, " samples and ",
+           declared_.tokens, " tokens but its micro-batches held ", seen_.samples, " and ",
+           seen_.tokens, "; the loss would be mis-normalised");
+  window_open_ = false;
+
+  WindowResult result;
+  result.counts = seen_;
+  result.micro_batches = micro_batches_;
+  result.mean_loss =
+      loss_sum_.item<double>() / static_cast<double>(declared_.units(options_.unit));
+  result.grad_norm = gradient_norm(parameters_);
+  if (options_.max_grad_norm() > 0) {
+    result.clipped = clip_gradients(parameters_, result.grad_norm, options_.max_grad_norm());
+  }
+  if (schedule_ != nullptr) set_learning_rate(optimizer_, schedule_->lr_at(steps_taken_));
+  result.lr = optimizer_.param_groups().front().options().get_lr();
+
+  optimizer_.step();
+  for (torch::Tensor& parameter : parameters_) {
+    if (parameter.grad().defined()) parameter.mutable_grad().reset();  // free until next window
+  }
+  result.step = ++steps_taken_;
+  return result;
+}
+
+double gradient_norm(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> norms;
+  for (const torch::Tensor& parameter : parameters) {
+    if (parameter.grad().defined()) norms.push_back(parameter.grad().detach().norm(2));
+  }
+  if (norms.empty()) return 0.0;
+  return torch::stack(norms).norm(2).item<double>();
+}
+
+bool clip_gradients(const std::vector<torch::Tensor>& parameters, double norm, double max_norm) {
+  const double coefficient = max_norm / (norm + 1e-6);
+  if (coefficient >= 1.0) return false;
+  for (const torch::Tensor& parameter : parameters) {
+    if (parameter.grad().defined()) parameter.grad().detach().mul_(coefficient);
+  }
+  return true;
+}
+
+}  // namespace bigbatch::engine

@@ -1,0 +1,45 @@
+// What the trainer minimises: a model's forward pass and a summed loss with its counts.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+
+#include "bigbatch/data/dataset.h"
+#include "bigbatch/engine/accumulator.h"
+
+namespace bigbatch::engine {
+
+/// A training objective over batches. The trainer counts every micro-batch of a window before
+/// the first forward pass, so it can normalise each micro-batch by the whole window.
+class Objective {
+ public:
+  virtual ~Objective() = default;
+  /// The unit the loss is averaged over.
+  virtual LossUnit unit() const = 0;
+  /// What `batch` holds, from its targets alone (no forward pass).
+  virtual Counts count(const data::Batch& batch) const = 0;
+  /// Forward pass and the loss summed over the batch's counted units: a scalar tensor.
+  virtual torch::Tensor loss_sum(const data::Batch& batch) = 0;
+};
+
+/// Cross-entropy of logits against integer targets. Targets (B) are one class per sample
+/// (unit kSample); targets (B, T) are one per token (unit kToken), and tokens equal to
+/// `ignore_index` (padding) count nowhere.
+class CrossEntropyObjective : public Objective {
+ public:
+  /// `forward` maps inputs (B, ...) to logits (B, [T,] V).
+  CrossEntropyObjective(std::function<torch::Tensor(const torch::Tensor&)> forward, LossUnit unit,
+                        int64_t ignore_index = -100);
+
+  LossUnit unit() const override { return unit_; }
+  Counts count(const data::Batch& batch) const override;
+  torch::Tensor loss_sum(const data::Batch& batch) override;
+
+ private:
+  std::function<torch::Tensor(const torch::Tensor&)> forward_;
+  LossUnit unit_;
+  int64_t ignore_index_;
+};
+
+}  // namespace bigbatch::engine

@@ -1,0 +1,125 @@
+#include "bigbatch/engine/plan.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::engine {
+
+LrScaling parse_lr_scaling(const std::string& text, const std::string& field) {
+  if (text == "none") return LrScaling::kNone;
+  if (text == "linear") return LrScaling::kLinear;
+  if (text == "sqrt") return LrScaling::kSqrt;
+  throw InputError(cat(field, " = \"", text, "\" is not a scaling rule; expected one of \"none\", ",
+                       "\"linear\", \"sqrt\""));
+}
+
+std::string to_string(LrScaling scaling) {
+  switch (scaling) {
+    case LrScaling::kNone:
+      return "none";
+    case LrScaling::kLinear:
+      return "linear";
+    case LrScaling::kSqrt:
+      return "sqrt";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+double scaled_lr(double base_lr, LrScaling scaling, int64_t global_batch, int64_t base_batch) {
+  const double ratio = static_cast<double>(global_batch) / static_cast<double>(base_batch);
+  switch (scaling) {
+    case LrScaling::kNone:
+      return base_lr;
+    case LrScaling::kLinear:
+      return base_lr * ratio;
+    case LrScaling::kSqrt:
+      return base_lr * std::sqrt(ratio);
+  }
+  return base_lr;
+}
+
+}  // namespace
+
+Plan resolve_plan(const BatchOptions& options) {
+  const int64_t global = options.global_batch();
+  BB_CHECK_INPUT(global > 0, "batch.global_batch = ", global, " must be a positive sample count");
+  BB_CHECK_INPUT(options.micro_batch() >= 0, "batch.micro_batch = ", options.micro_batch(),
+                 " must be positive (or left unset to derive it from accum_steps)");
+  BB_CHECK_INPUT(options.accum_steps() >= 0, "batch.accum_steps = ", options.accum_steps(),
+                 " must be positive (or left unset to derive it from micro_batch)");
+  BB_CHECK_INPUT(options.world_size() == 1, "batch.world_size = ", options.world_size(),
+                 " is not supported yet; expected 1 (single process)");
+  BB_CHECK_INPUT(options.micro_batch() <= global, "batch.micro_batch = ", options.micro_batch(),
+                 " is larger than batch.global_batch = ", global,
+                 "; a micro-batch is a part of the global batch");
+  BB_CHECK_INPUT(options.accum_steps() <= global, "batch.accum_steps = ", options.accum_steps(),
+                 " is larger than batch.global_batch = ", global,
+                 "; every micro-batch needs at least one sample");
+
+  Plan plan;
+  plan.global_batch = global;
+  plan.world_size = options.world_size();
+  if (options.micro_batch() > 0 && options.accum_steps() > 0) {
+    BB_CHECK_INPUT(options.micro_batch() * options.accum_steps() == global,
+                   "batch.micro_batch = ", options.micro_batch(), " times batch.accum_steps = ",
+                   options.accum_steps(), " is ", options.micro_batch() * options.accum_steps(),
+                   ", not batch.global_batch = ", global, "; set only one of the two");
+    plan.micro_batch = options.micro_batch();
+  } else if (options.micro_batch() > 0) {
+    plan.micro_batch = options.micro_batch();
+  } else if (options.accum_steps() > 0) {
+    plan.micro_batch = ceil_div(global, options.accum_steps());
+    BB_CHECK_INPUT(ceil_div(global, plan.micro_batch) == options.accum_steps(),
+                   "batch.accum_steps = ", options.accum_steps(), " cannot split batch.global_batch = ",
+                   global, " into micro-batches of one size plus a smaller last one; set ",
+                   "batch.micro_batch instead");
+  } else {
+    plan.micro_batch = global;
+  }
+  plan.accum_steps = ceil_div(global, plan.micro_batch);
+
+  plan.base_batch = options.base_batch() == 0 ? global : options.base_batch();
+  BB_CHECK_INPUT(plan.base_batch > 0, "optim.base_batch = ", options.base_batch(),
+                 " must be a positive sample count (or 0 for the global batch)");
+  BB_CHECK_INPUT(std::isfinite(options.base_lr()) && options.base_lr() > 0, "optim.lr = ",
+                 options.base_lr(), " must be a positive, finite learning rate");
+  plan.base_lr = options.base_lr();
+  plan.lr_scaling = options.lr_scaling();
+  plan.lr = scaled_lr(plan.base_lr, plan.lr_scaling, global, plan.base_batch);
+  return plan;
+}
+
+std::vector<int64_t> Plan::split_window(int64_t window_samples) const {
+  BB_CHECK(window_samples > 0 && window_samples <= global_batch, "window of ", window_samples,
+           " samples for a global batch of ", global_batch);
+  std::vector<int64_t> sizes;
+  for (int64_t left = window_samples; left > 0; left -= micro_batch) {
+    sizes.push_back(std::min(left, micro_batch));
+  }
+  return sizes;
+}
+
+void Plan::describe(Table& table) const {
+  const std::vector<int64_t> sizes = split_window(global_batch);
+  std::string split = cat(sizes.size(), " x ", micro_batch);
+  if (sizes.back() != micro_batch) {
+    split = cat(sizes.size() - 1, " x ", micro_batch, " + ", sizes.back());
+  }
+  table.add("global_batch", std::to_string(global_batch), "samples per optimizer step");
+  table.add("micro_batch", std::to_string(micro_batch), "samples per forward/backward pass");
+  table.add("accum_steps", std::to_string(accum_steps), "micro-batches per optimizer step: " + split);
+  table.add("world_size", std::to_string(world_size), "processes (data parallel)");
+  char lr_text[64];
+  std::snprintf(lr_text, sizeof(lr_text), "%.4g", lr);
+  std::string rule = "base lr " + cat(base_lr) + " at batch " + std::to_string(base_batch);
+  if (lr_scaling != LrScaling::kNone) rule += ", " + to_string(lr_scaling) + " scaling";
+  table.add("lr", lr_text, rule);
+}
+
+}  // namespace bigbatch::engine

@@ -1,0 +1,81 @@
+// The training loop: windows of micro-batches, exact accumulation, evaluation, reporting.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "bigbatch/data/dataset.h"
+#include "bigbatch/engine/accumulator.h"
+#include "bigbatch/engine/lr_schedule.h"
+#include "bigbatch/engine/objective.h"
+#include "bigbatch/engine/plan.h"
+#include "bigbatch/metrics/sink.h"
+
+namespace bigbatch::engine {
+
+/// Loop settings.
+struct TrainerOptions {
+  /// Optimizer steps (windows) to train.
+  TORCH_ARG(int64_t, total_steps) = 100;
+  /// Evaluate every this many optimizer steps (and before the first and after the last); 0: only
+  /// after the last.
+  TORCH_ARG(int64_t, eval_every) = 0;
+  /// Validation samples per evaluation (the first ones, in order); 0: all of them.
+  TORCH_ARG(int64_t, eval_samples) = 0;
+  /// Seed of the data order.
+  TORCH_ARG(uint64_t, seed) = 1;
+  /// Clip the window gradient to this norm; 0: no clipping.
+  TORCH_ARG(double, max_grad_norm) = 0.0;
+};
+
+/// Everything the loop works on; the trainer holds references, the caller owns them.
+struct TrainingSetup {
+  torch::nn::Module* model = nullptr;
+  Objective* objective = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+  const LrSchedule* schedule = nullptr;
+  const Plan* plan = nullptr;
+  const data::Dataset* train_data = nullptr;
+  const data::Dataset* val_data = nullptr;  ///< may be null: no evaluation
+};
+
+/// How training went.
+struct TrainSummary {
+  int64_t steps = 0;                ///< optimizer steps taken
+  int64_t epochs_started = 0;       ///< epochs the data order reached
+  double last_train_loss = 0.0;     ///< mean loss of the last window
+  double first_val_loss = 0.0;      ///< before training (NaN without validation data)
+  double last_val_loss = 0.0;       ///< after training (NaN without validation data)
+  int64_t samples = 0;              ///< training samples seen
+  int64_t tokens = 0;               ///< counted training tokens seen
+  double seconds = 0.0;             ///< wall time of the loop, evaluation included
+  double train_seconds = 0.0;       ///< wall time of the windows alone
+};
+
+/// Runs the loop in numbered phases per window:
+///   1 take a window of sample indices and split it into micro-batches (plan.split_window)
+///   2 count the window, then forward + backward each micro-batch (GradientAccumulator)
+///   3 boundary: clip, lr schedule, optimizer step, zero gradients
+///   4 observe: metrics sinks; evaluate when due
+class Trainer {
+ public:
+  Trainer(const TrainingSetup& setup, TrainerOptions options);
+  /// Adds a receiver of window and evaluation records (not owned).
+  void add_sink(metrics::MetricsSink* sink) { sinks_.push_back(sink); }
+  /// Trains for options.total_steps optimizer steps.
+  TrainSummary fit();
+  /// Mean validation loss over the first eval_samples validation samples, without gradients.
+  metrics::EvalRecord evaluate();
+
+ private:
+  void report_eval(metrics::EvalRecord record);
+
+  TrainingSetup setup_;
+  TrainerOptions options_;
+  std::vector<metrics::MetricsSink*> sinks_;
+  int64_t steps_taken_ = 0;
+};
+
+}  // namespace bigbatch::engine

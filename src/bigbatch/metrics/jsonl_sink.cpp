@@ -1,0 +1,47 @@
+#include "bigbatch/metrics/jsonl_sink.h"
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace bigbatch::metrics {
+
+JsonlSink::JsonlSink(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+  if (!out_) {
+    throw std::runtime_error("cannot write metrics file " + path + ": " + std::strerror(errno));
+  }
+}
+
+void JsonlSink::on_window(const WindowRecord& r) {
+  const nlohmann::json line = {{"type", "window"},
+                               {"step", r.step},
+                               {"total_steps", r.total_steps},
+                               {"epoch", r.epoch},
+                               {"loss", r.loss},
+                               {"lr", r.lr},
+                               {"grad_norm", r.grad_norm},
+                               {"clipped", r.clipped},
+                               {"samples", r.samples},
+                               {"tokens", r.tokens},
+                               {"micro_batches", r.micro_batches},
+                               {"step_seconds", r.step_seconds},
+                               {"elapsed_seconds", r.elapsed_seconds},
+                               {"samples_per_second", r.samples_per_second},
+                               {"tokens_per_second", r.tokens_per_second}};
+  write_line(line.dump());
+}
+
+void JsonlSink::on_eval(const EvalRecord& r) {
+  const nlohmann::json line = {{"type", "eval"},       {"step", r.step},     {"loss", r.loss},
+                               {"samples", r.samples}, {"tokens", r.tokens}, {"seconds", r.seconds}};
+  write_line(line.dump());
+}
+
+void JsonlSink::write_line(const std::string& line) {
+  out_ << line << '\n';
+  out_.flush();
+  if (!out_) throw std::runtime_error("failed writing metrics file " + path_);
+}
+
+}  // namespace bigbatch::metrics

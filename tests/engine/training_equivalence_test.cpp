@@ -1,0 +1,106 @@
+// Whole training runs: the same global batch split differently ends at the same weights.
+#include <gtest/gtest.h>
+
+#include "bigbatch/data/context_dataset.h"
+#include "bigbatch/engine/optimizer.h"
+#include "bigbatch/engine/trainer.h"
+#include "bigbatch/models/mlp.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+/// Records every window and evaluation.
+class RecordingSink : public metrics::MetricsSink {
+ public:
+  void on_window(const metrics::WindowRecord& r) override { windows.push_back(r); }
+  void on_eval(const metrics::EvalRecord& r) override { evals.push_back(r); }
+  std::vector<metrics::WindowRecord> windows;
+  std::vector<metrics::EvalRecord> evals;
+};
+
+std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
+  torch::manual_seed(seed);
+  const torch::Tensor t = torch::randint(0, 256, {n}, torch::kLong);
+  std::vector<uint8_t> bytes(n);
+  for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t[i].item<int64_t>());
+  return bytes;
+}
+
+struct RunResult {
+  torch::Tensor weights;  // all parameters, flattened
+  RecordingSink sink;
+};
+
+/// 20 AdamW steps with clipping and warmup+cosine on an MLP, float64.
+RunResult train(int64_t micro_batch, int64_t dataset_bytes = 600) {
+  const data::ContextDataset dataset(random_bytes(dataset_bytes, 3),
+                                     data::ContextDatasetOptions(4).name("train"));
+  torch::manual_seed(5);
+  models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
+  model->to(torch::kFloat64);
+  engine::CrossEntropyObjective objective(
+      [model](const torch::Tensor& x) { return model->forward(x); }, engine::LossUnit::kSample);
+  const engine::Plan plan =
+      engine::resolve_plan(engine::BatchOptions().global_batch(64).micro_batch(micro_batch).base_lr(3e-3));
+  auto optimizer = engine::make_optimizer(
+      *model, engine::OptimizerOptions().lr(plan.lr).weight_decay(0.1).beta2(0.99));
+  const engine::LrSchedule schedule(
+      engine::LrScheduleOptions().peak_lr(plan.lr).warmup_steps(5).total_steps(20));
+  engine::TrainingSetup setup;
+  setup.model = model.ptr().get();
+  setup.objective = &objective;
+  setup.optimizer = optimizer.get();
+  setup.schedule = &schedule;
+  setup.plan = &plan;
+  setup.train_data = &dataset;
+  RunResult result;
+  engine::Trainer trainer(setup, engine::TrainerOptions().total_steps(20).max_grad_norm(0.5).seed(9));
+  trainer.add_sink(&result.sink);
+  trainer.fit();
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : model->parameters()) flat.push_back(p.detach().flatten().clone());
+  result.weights = torch::cat(flat);
+  return result;
+}
+
+TEST(TrainingEquivalence, SameWeightsAfter20StepsFor1x64And8x8And5x12Plus4) {
+  const RunResult whole = train(64);
+  const RunResult eights = train(8);
+  const RunResult twelves = train(12);
+  // 596 samples: windows of 64 and a short last window of 20 every epoch.
+  ASSERT_EQ(whole.sink.windows.size(), 20u);
+  EXPECT_EQ(whole.sink.windows[9].samples, 596 - 9 * 64);
+  EXPECT_EQ(eights.sink.windows[0].micro_batches, 8);
+  EXPECT_EQ(twelves.sink.windows[0].micro_batches, 6);
+  EXPECT_EQ(twelves.sink.windows[9].micro_batches, 2);  // 20 as 12 + 8
+  bool clipped = false;
+  for (const auto& w : whole.sink.windows) clipped = clipped || w.clipped;
+  EXPECT_TRUE(clipped) << "the test must exercise clipping";
+
+  const double scale = whole.weights.abs().max().item<double>();
+  EXPECT_LE((eights.weights - whole.weights).abs().max().item<double>(), 1e-9 * scale);
+  EXPECT_LE((twelves.weights - whole.weights).abs().max().item<double>(), 1e-9 * scale);
+  for (size_t i = 0; i < whole.sink.windows.size(); ++i) {
+    EXPECT_NEAR(eights.sink.windows[i].loss, whole.sink.windows[i].loss, 1e-12);
+    EXPECT_NEAR(twelves.sink.windows[i].loss, whole.sink.windows[i].loss, 1e-12);
+  }
+  // And training did move the weights.
+  const RunResult again = train(64);
+  EXPECT_TRUE(torch::equal(again.weights, whole.weights));
+}
+
+TEST(TrainingEquivalence, ScheduleAdvancesOncePerOptimizerStep) {
+  const RunResult run = train(8);
+  const engine::LrSchedule schedule(
+      engine::LrScheduleOptions().peak_lr(3e-3).warmup_steps(5).total_steps(20));
+  ASSERT_EQ(run.sink.windows.size(), 20u);
+  for (size_t i = 0; i < run.sink.windows.size(); ++i) {
+    EXPECT_EQ(run.sink.windows[i].step, static_cast<int64_t>(i) + 1);
+    EXPECT_DOUBLE_EQ(run.sink.windows[i].lr, schedule.lr_at(static_cast<int64_t>(i)))
+        << "step " << i + 1 << " with 8 micro-batches per step";
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -1,0 +1,158 @@
+#include "bigbatch/models/gpt.h"
+
+#include <cmath>
+#include <limits>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::models {
+namespace {
+
+/// Standard deviation of every Linear and Embedding weight (GPT-2).
+constexpr double kInitStd = 0.02;
+
+torch::nn::LayerNorm layer_norm(int64_t width) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
+}
+
+/// Dropout that is a no-op (and draws no random numbers) when p == 0.
+torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
+  return p > 0.0 ? torch::dropout(x, p, training) : x;
+}
+
+}  // namespace
+
+void validate(const GptOptions& options) {
+  BB_CHECK_INPUT(options.vocab() > 0, "GptOptions.vocab must be positive, got ", options.vocab());
+  BB_CHECK_INPUT(options.context() > 0, "GptOptions.context must be positive, got ",
+                 options.context());
+  BB_CHECK_INPUT(options.layers() > 0, "GptOptions.layers must be positive, got ",
+                 options.layers());
+  BB_CHECK_INPUT(options.heads() > 0, "GptOptions.heads must be positive, got ", options.heads());
+  BB_CHECK_INPUT(options.embed() > 0, "GptOptions.embed must be positive, got ", options.embed());
+  BB_CHECK_INPUT(options.embed() % options.heads() == 0, "GptOptions.embed (", options.embed(),
+                 ") must be divisible by GptOptions.heads (", options.heads(), ")");
+  BB_CHECK_INPUT(options.dropout() >= 0.0 && options.dropout() < 1.0,
+                 "GptOptions.dropout must be in [0, 1), got ", options.dropout());
+}
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options)
+    : heads_(options.heads()), dropout_(options.dropout()) {
+  validate(options);
+  const int64_t embed = options.embed();
+  qkv = register_module("qkv", torch::nn::Linear(embed, 3 * embed));
+  proj = register_module("proj", torch::nn::Linear(embed, embed));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t batch = x.size(0);
+  const int64_t time = x.size(1);
+  const int64_t embed = x.size(2);
+  const int64_t head_dim = embed / heads_;
+  const auto split_heads = [&](const torch::Tensor& t) {  // (B, T, C) -> (B, heads, T, head_dim)
+    return t.view({batch, time, heads_, head_dim}).transpose(1, 2);
+  };
+  const auto parts = qkv->forward(x).chunk(3, /*dim=*/-1);  // 3 x (B, T, C)
+  const torch::Tensor q = split_heads(parts[0]);            // (B, heads, T, head_dim)
+  const torch::Tensor k = split_heads(parts[1]);            // (B, heads, T, head_dim)
+  const torch::Tensor v = split_heads(parts[2]);            // (B, heads, T, head_dim)
+
+  // True above the diagonal: position t must not see positions > t. Built per call on the
+  // input's device rather than kept as a buffer, because Module::to(dtype) would turn a bool
+  // buffer into a floating one.
+  const torch::Tensor future =
+      torch::ones({time, time}, torch::TensorOptions().dtype(torch::kBool).device(x.device()))
+          .triu(/*diagonal=*/1);  // (T, T)
+  torch::Tensor scores =
+      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));  // (B, h, T, T)
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);  // (B, heads, T, T)
+  probs = maybe_dropout(probs, dropout_, is_training());
+
+  torch::Tensor y = torch::matmul(probs, v);                        // (B, heads, T, head_dim)
+  y = y.transpose(1, 2).contiguous().view({batch, time, embed});    // (B, T, C)
+  return maybe_dropout(proj->forward(y), dropout_, is_training());  // (B, T, C)
+}
+
+GptMlpImpl::GptMlpImpl(const GptOptions& options) : dropout_(options.dropout()) {
+  validate(options);
+  const int64_t embed = options.embed();
+  fc = register_module("fc", torch::nn::Linear(embed, 4 * embed));
+  proj = register_module("proj", torch::nn::Linear(4 * embed, embed));
+}
+
+torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor h = torch::gelu(fc->forward(x));              // (B, T, 4C), exact erf GELU
+  return maybe_dropout(proj->forward(h), dropout_, is_training());  // (B, T, C)
+}
+
+GptBlockImpl::GptBlockImpl(const GptOptions& options) {
+  validate(options);
+  ln1 = register_module("ln1", layer_norm(options.embed()));
+  attn = register_module("attn", CausalSelfAttention(options));
+  ln2 = register_module("ln2", layer_norm(options.embed()));
+  mlp = register_module("mlp", GptMlp(options));
+}
+
+torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
+  torch::Tensor h = x + attn->forward(ln1->forward(x));  // (B, T, C)
+  return h + mlp->forward(ln2->forward(h));              // (B, T, C)
+}
+
+GptImpl::GptImpl(GptOptions options) : options_(options) {
+  validate(options_);
+  const int64_t embed = options_.embed();
+  tok_embed = register_module("tok_embed", torch::nn::Embedding(options_.vocab(), embed));
+  pos_embed = register_module("pos_embed", torch::nn::Embedding(options_.context(), embed));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options_.layers(); ++i) {
+    blocks->push_back(GptBlock(options_));
+  }
+  ln_f = register_module("ln_f", layer_norm(embed));
+  head = register_module(
+      "head", torch::nn::Linear(torch::nn::LinearOptions(embed, options_.vocab()).bias(false)));
+  reset_parameters();
+}
+
+void GptImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      torch::nn::init::normal_(linear->weight, 0.0, kInitStd);
+      if (linear->bias.defined())
+        torch::nn::init::zeros_(linear->bias);
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      torch::nn::init::normal_(embedding->weight, 0.0, kInitStd);
+    } else if (auto* norm = module->as<torch::nn::LayerNorm>()) {
+      torch::nn::init::ones_(norm->weight);
+      torch::nn::init::zeros_(norm->bias);
+    }
+  }
+  // Residual projections are scaled down so the residual stream's variance does not grow with
+  // depth (GPT-2 paper, section 2.3).
+  const double residual_std = kInitStd / std::sqrt(2.0 * double(options_.layers()));
+  for (const auto& module : *blocks) {
+    auto* block = module->as<GptBlock>();
+    torch::nn::init::normal_(block->attn->proj->weight, 0.0, residual_std);
+    torch::nn::init::normal_(block->mlp->proj->weight, 0.0, residual_std);
+  }
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& inputs) {
+  BB_CHECK_INPUT(inputs.dim() == 2, "Gpt expects inputs of shape (B, T) but got ", inputs.sizes());
+  const int64_t time = inputs.size(1);
+  BB_CHECK_INPUT(time >= 1 && time <= options_.context(), "Gpt input length T = ", time,
+                 " is outside [1, GptOptions.context = ", options_.context(), "]");
+  BB_CHECK_INPUT(inputs.scalar_type() == torch::kLong, "Gpt expects int64 token ids but got ",
+                 inputs.scalar_type());
+  const torch::Tensor positions =
+      torch::arange(time, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
+  torch::Tensor x = tok_embed->forward(inputs) + pos_embed->forward(positions);  // (B, T, C)
+  x = maybe_dropout(x, options_.dropout(), is_training());
+  for (const auto& module : *blocks) {
+    x = module->as<GptBlock>()->forward(x);  // (B, T, C)
+  }
+  return head->forward(ln_f->forward(x));  // (B, T, vocab)
+}
+
+}  // namespace bigbatch::models

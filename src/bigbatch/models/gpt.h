@@ -1,0 +1,131 @@
+// A GPT-2-style byte-level decoder-only transformer (pre-LayerNorm, causal self-attention).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace bigbatch::models {
+
+/// Hyper-parameters of Gpt. Usage: `Gpt model(GptOptions().layers(6).embed(256));`
+struct GptOptions {
+  /// Number of distinct tokens (256 for raw bytes).
+  TORCH_ARG(int64_t, vocab) = 256;
+  /// Longest sequence the model accepts (size of the position table).
+  TORCH_ARG(int64_t, context) = 128;
+  /// Number of transformer blocks.
+  TORCH_ARG(int64_t, layers) = 4;
+  /// Attention heads per block; must divide `embed`.
+  TORCH_ARG(int64_t, heads) = 4;
+  /// Width of the residual stream.
+  TORCH_ARG(int64_t, embed) = 128;
+  /// Dropout probability in [0, 1) on embeddings, attention probabilities and residual outputs.
+  TORCH_ARG(double, dropout) = 0.0;
+};
+
+/// Throws bigbatch::InputError naming the field and its value unless every size is positive,
+/// `embed` is divisible by `heads` and dropout lies in [0, 1).
+void validate(const GptOptions& options);
+
+/// Multi-head causal self-attention written from matmul + softmax.
+/// Submodules: `qkv` Linear(embed, 3*embed), `proj` Linear(embed, embed).
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  /// Builds the projections; validates `options` first.
+  explicit CausalSelfAttentionImpl(const GptOptions& options = {});
+  /// x (B, T, embed) -> (B, T, embed); position t attends to positions <= t only.
+  torch::Tensor forward(const torch::Tensor& x);
+
+  /// Joint query/key/value projection, Linear(embed, 3*embed).
+  torch::nn::Linear qkv{nullptr};
+  /// Output (residual) projection, Linear(embed, embed).
+  torch::nn::Linear proj{nullptr};
+
+ private:
+  int64_t heads_;
+  double dropout_;
+};
+/// Module holder for CausalSelfAttentionImpl.
+TORCH_MODULE(CausalSelfAttention);
+
+/// The position-wise feed-forward network: fc -> GELU (exact, erf) -> proj -> dropout.
+class GptMlpImpl : public torch::nn::Module {
+ public:
+  /// Builds the layers; validates `options` first.
+  explicit GptMlpImpl(const GptOptions& options = {});
+  /// x (B, T, embed) -> (B, T, embed).
+  torch::Tensor forward(const torch::Tensor& x);
+
+  /// Linear(embed, 4*embed).
+  torch::nn::Linear fc{nullptr};
+  /// Output (residual) projection, Linear(4*embed, embed).
+  torch::nn::Linear proj{nullptr};
+
+ private:
+  double dropout_;
+};
+/// Module holder for GptMlpImpl.
+TORCH_MODULE(GptMlp);
+
+/// One pre-LN transformer block: x = x + attn(ln1(x)); x = x + mlp(ln2(x)).
+/// A public class of its own so that activation checkpointing can wrap a single block.
+/// Submodules: `ln1`, `attn` (`qkv`, `proj`), `ln2`, `mlp` (`fc`, `proj`).
+class GptBlockImpl : public torch::nn::Module {
+ public:
+  /// Builds the block; validates `options` first.
+  explicit GptBlockImpl(const GptOptions& options = {});
+  /// x (B, T, embed) -> (B, T, embed).
+  torch::Tensor forward(const torch::Tensor& x);
+
+  /// LayerNorm(embed) before attention.
+  torch::nn::LayerNorm ln1{nullptr};
+  /// Causal self-attention.
+  CausalSelfAttention attn{nullptr};
+  /// LayerNorm(embed) before the feed-forward network.
+  torch::nn::LayerNorm ln2{nullptr};
+  /// Feed-forward network.
+  GptMlp mlp{nullptr};
+};
+/// Module holder for GptBlockImpl.
+TORCH_MODULE(GptBlock);
+
+/// GPT-2-style language model over bytes:
+///   tok_embed + pos_embed -> dropout -> blocks -> ln_f -> head.
+/// Submodules (names mirrored by the Python golden-value script): `tok_embed`, `pos_embed`,
+/// `blocks.<i>`, `ln_f`, `head` (no bias, not tied to `tok_embed`).
+/// Initialised like GPT-2 / nanoGPT: Linear and Embedding weights N(0, 0.02), biases 0,
+/// LayerNorm weight 1 and bias 0, residual projections (`attn.proj`, `mlp.proj`)
+/// N(0, 0.02 / sqrt(2 * layers)).
+class GptImpl : public torch::nn::Module {
+ public:
+  /// Builds and initialises the model; validates `options` first.
+  explicit GptImpl(GptOptions options = {});
+
+  /// inputs (B, T) int64 token ids with 1 <= T <= context -> logits (B, T, vocab), where
+  /// position t predicts token t + 1. Throws bigbatch::InputError for other shapes or dtypes.
+  torch::Tensor forward(const torch::Tensor& inputs);
+
+  /// Re-draws every parameter with the GPT-2 initialisation described above.
+  void reset_parameters();
+
+  /// The options the model was built with.
+  const GptOptions& options() const { return options_; }
+
+  /// Embedding(vocab, embed) of the tokens.
+  torch::nn::Embedding tok_embed{nullptr};
+  /// Embedding(context, embed) of the positions 0..T-1.
+  torch::nn::Embedding pos_embed{nullptr};
+  /// The `layers` GptBlock modules, applied in order.
+  torch::nn::ModuleList blocks{nullptr};
+  /// Final LayerNorm(embed).
+  torch::nn::LayerNorm ln_f{nullptr};
+  /// Linear(embed, vocab, bias=false) producing the logits.
+  torch::nn::Linear head{nullptr};
+
+ private:
+  GptOptions options_;
+};
+/// Module holder for GptImpl.
+TORCH_MODULE(Gpt);
+
+}  // namespace bigbatch::models

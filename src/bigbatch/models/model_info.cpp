@@ -1,0 +1,13 @@
+#include "bigbatch/models/model_info.h"
+
+namespace bigbatch::models {
+
+int64_t parameter_count(const torch::nn::Module& module) {
+  int64_t count = 0;
+  for (const auto& parameter : module.parameters(/*recurse=*/true)) {
+    count += parameter.numel();
+  }
+  return count;
+}
+
+}  // namespace bigbatch::models

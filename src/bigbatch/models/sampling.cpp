@@ -1,0 +1,80 @@
+#include "bigbatch/models/sampling.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::models {
+namespace {
+
+/// Puts a module in eval mode and restores its previous mode when destroyed.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(torch::nn::Module& module)
+      : module_(module), was_training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalModeGuard() { module_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  torch::nn::Module& module_;
+  bool was_training_;
+};
+
+/// logits (V) -> logits (V) with everything but the top_k largest set to -inf.
+torch::Tensor keep_top_k(const torch::Tensor& logits, int64_t top_k) {
+  if (top_k <= 0 || top_k >= logits.size(0))
+    return logits;
+  const auto top = torch::topk(logits, top_k);  // values (k), indices (k)
+  return torch::full_like(logits, -std::numeric_limits<double>::infinity())
+      .scatter(/*dim=*/0, std::get<1>(top), std::get<0>(top));
+}
+
+}  // namespace
+
+std::string generate_text(Gpt& model, const std::string& prompt, const SampleOptions& options) {
+  BB_CHECK_INPUT(options.temperature() > 0.0, "SampleOptions.temperature must be > 0, got ",
+                 options.temperature());
+  BB_CHECK_INPUT(options.max_new_bytes() >= 0, "SampleOptions.max_new_bytes must be >= 0, got ",
+                 options.max_new_bytes());
+  BB_CHECK_INPUT(model->options().vocab() <= 256,
+                 "generate_text needs a byte-level model (GptOptions.vocab <= 256), got vocab ",
+                 model->options().vocab());
+  torch::NoGradGuard no_grad;
+  EvalModeGuard eval_mode(*model);
+  torch::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed());
+  const auto context = static_cast<size_t>(model->options().context());
+  const torch::Device device = model->tok_embed->weight.device();
+
+  std::vector<int64_t> tokens;
+  for (const char c : prompt)
+    tokens.push_back(static_cast<unsigned char>(c));
+  if (tokens.empty())
+    tokens.push_back('\n');
+
+  std::string text = prompt;
+  for (int64_t step = 0; step < options.max_new_bytes(); ++step) {
+    const size_t start = tokens.size() > context ? tokens.size() - context : 0;
+    const std::vector<int64_t> window(tokens.begin() + static_cast<std::ptrdiff_t>(start),
+                                      tokens.end());
+    const torch::Tensor inputs =
+        torch::tensor(window, torch::kLong).unsqueeze(0).to(device);       // (1, T)
+    torch::Tensor logits = model->forward(inputs)[0][-1].to(torch::kCPU);  // (vocab)
+    logits = keep_top_k(logits / options.temperature(), options.top_k());
+    const torch::Tensor probs = torch::softmax(logits, /*dim=*/-1);  // (vocab)
+    const int64_t next =
+        torch::multinomial(probs, /*num_samples=*/1, /*replacement=*/false, generator)
+            .item<int64_t>();
+    tokens.push_back(next);
+    text.push_back(static_cast<char>(static_cast<unsigned char>(next)));
+  }
+  return text;
+}
+
+}  // namespace bigbatch::models

@@ -1,0 +1,128 @@
+#include "bigbatch/models/sampling.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::models {
+namespace {
+
+/// A small model whose weights are drawn wide (std 0.5), so its next-byte distributions are
+/// peaked and far from uniform, unlike the GPT-2 initialisation.
+Gpt peaked_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  Gpt model(GptOptions().context(16).layers(2).heads(2).embed(32));
+  torch::NoGradGuard no_grad;
+  for (auto& parameter : model->parameters())
+    parameter.normal_(0.0, 0.5);
+  return model;
+}
+
+/// Byte ids of the last `context` bytes of `text` (or of "\n" when it is empty): (1, T).
+torch::Tensor window_of(const std::string& text, int64_t context) {
+  std::vector<int64_t> ids;
+  for (const char c : text)
+    ids.push_back(static_cast<unsigned char>(c));
+  if (ids.empty())
+    ids.push_back('\n');
+  const auto start = ids.size() > static_cast<size_t>(context) ? ids.size() - context : 0;
+  return torch::tensor(std::vector<int64_t>(ids.begin() + start, ids.end()), torch::kLong)
+      .unsqueeze(0);
+}
+
+/// Logits for the byte after `text`: (vocab).
+torch::Tensor next_logits(Gpt& model, const std::string& text) {
+  torch::NoGradGuard no_grad;
+  return model->forward(window_of(text, model->options().context()))[0][-1];
+}
+
+TEST(GenerateText, ReturnsPromptPlusExactlyMaxNewBytes) {
+  Gpt model = peaked_model(0);
+  const std::string prompt = "\xff\x80 raw bytes and a prompt longer than the context";
+  const std::string text = generate_text(model, prompt, SampleOptions().max_new_bytes(37));
+  ASSERT_EQ(text.size(), prompt.size() + 37);
+  EXPECT_EQ(text.substr(0, prompt.size()), prompt);
+  EXPECT_EQ(generate_text(model, "", SampleOptions().max_new_bytes(5)).size(), 5u);
+  EXPECT_EQ(generate_text(model, "abc", SampleOptions().max_new_bytes(0)), "abc");
+}
+
+TEST(GenerateText, IsDeterministicGivenTheSeed) {
+  Gpt model = peaked_model(1);
+  const auto options = SampleOptions().max_new_bytes(64).temperature(1.0).top_k(0);
+  const std::string first = generate_text(model, "hello", SampleOptions(options).seed(7));
+  const std::string again = generate_text(model, "hello", SampleOptions(options).seed(7));
+  const std::string other = generate_text(model, "hello", SampleOptions(options).seed(8));
+  EXPECT_EQ(first, again);
+  EXPECT_NE(first, other);
+}
+
+TEST(GenerateText, DefaultInitialisedModelAlsoDependsOnSeed) {
+  torch::manual_seed(2);
+  Gpt model(GptOptions().context(16).layers(1).heads(2).embed(16));
+  const auto options = SampleOptions().max_new_bytes(32);
+  EXPECT_EQ(generate_text(model, "x", SampleOptions(options).seed(3)),
+            generate_text(model, "x", SampleOptions(options).seed(3)));
+  EXPECT_NE(generate_text(model, "x", SampleOptions(options).seed(3)),
+            generate_text(model, "x", SampleOptions(options).seed(4)));
+}
+
+TEST(GenerateText, LeavesTrainModeAndGlobalRngAlone) {
+  Gpt model = peaked_model(3);
+  model->train();
+  torch::manual_seed(123);
+  const torch::Tensor expected = torch::randn({8});
+  torch::manual_seed(123);
+  generate_text(model, "abc", SampleOptions().max_new_bytes(20));
+  EXPECT_TRUE(torch::equal(torch::randn({8}), expected));
+  EXPECT_TRUE(model->is_training());
+  for (const auto& child : model->modules())
+    EXPECT_TRUE(child->is_training());
+  EXPECT_TRUE(torch::GradMode::is_enabled());
+
+  model->eval();
+  generate_text(model, "abc", SampleOptions().max_new_bytes(3));
+  EXPECT_FALSE(model->is_training());
+}
+
+TEST(GenerateText, TopKOneIsGreedyArgmaxDecoding) {
+  Gpt model = peaked_model(4);
+  std::string expected = "greedy";
+  for (int i = 0; i < 40; ++i) {
+    expected.push_back(static_cast<char>(next_logits(model, expected).argmax().item<int64_t>()));
+  }
+  const auto options = SampleOptions().max_new_bytes(40).top_k(1).temperature(1.3);
+  EXPECT_EQ(generate_text(model, "greedy", SampleOptions(options).seed(1)), expected);
+  EXPECT_EQ(generate_text(model, "greedy", SampleOptions(options).seed(99)), expected);
+}
+
+TEST(GenerateText, DrawsOnlyFromTheTopK) {
+  Gpt model = peaked_model(5);
+  const std::string prompt = "k";
+  const std::string text =
+      generate_text(model, prompt, SampleOptions().max_new_bytes(30).top_k(3).temperature(5.0));
+  for (size_t i = prompt.size(); i < text.size(); ++i) {
+    const auto top = std::get<1>(torch::topk(next_logits(model, text.substr(0, i)), 3));
+    const int64_t drawn = static_cast<unsigned char>(text[i]);
+    EXPECT_TRUE((top == drawn).any().item<bool>()) << "byte " << i << " = " << drawn;
+  }
+}
+
+TEST(GenerateText, RejectsNonPositiveTemperature) {
+  Gpt model = peaked_model(6);
+  for (const double temperature : {0.0, -0.5}) {
+    try {
+      generate_text(model, "a", SampleOptions().temperature(temperature));
+      ADD_FAILURE() << "expected bigbatch::InputError";
+    } catch (const InputError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("temperature"), std::string::npos) << message;
+      EXPECT_NE(message.find(temperature == 0.0 ? "got 0" : "-0.5"), std::string::npos) << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch::models

@@ -30,7 +30,7 @@ MlpCase make_mlp(torch::Dtype dtype, int64_t samples) {
   c.model->to(dtype);
   models::Mlp model = c.model;
   c.objective = std::make_unique<CrossEntropyObjective>(
-      [model](const torch::Tensor& x) { return model->forward(x); }, LossUnit::kSample);
+      engine::forward_of(model), LossUnit::kSample);
   c.batch = {torch::randint(0, 256, {samples, 4}, torch::kLong),
              torch::randint(0, 256, {samples}, torch::kLong)};
   return c;
@@ -49,7 +49,7 @@ GptCase make_gpt(torch::Dtype dtype, int64_t samples) {
   c.model->to(dtype);
   models::Gpt model = c.model;
   c.objective = std::make_unique<CrossEntropyObjective>(
-      [model](const torch::Tensor& x) { return model->forward(x); }, LossUnit::kToken);
+      engine::forward_of(model), LossUnit::kToken);
   c.batch = {torch::randint(0, 256, {samples, 8}, torch::kLong),
              torch::randint(0, 256, {samples, 8}, torch::kLong)};
   return c;

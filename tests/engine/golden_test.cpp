@@ -35,7 +35,7 @@ TEST(GoldenPyTorch, WindowGradientAndAdamWStepsMatchTheStandardLoop) {
     }
   }
   engine::CrossEntropyObjective objective(
-      [model](const torch::Tensor& x) { return model->forward(x); }, engine::LossUnit::kSample);
+      engine::forward_of(model), engine::LossUnit::kSample);
   auto optimizer = engine::make_optimizer(*model, engine::OptimizerOptions()
                                                       .lr(o["lr"])
                                                       .weight_decay(o["weight_decay"])
@@ -53,8 +53,6 @@ TEST(GoldenPyTorch, WindowGradientAndAdamWStepsMatchTheStandardLoop) {
 
   const int64_t global = o["global_batch"];
   const int64_t micro = o["micro_batch"];
-  const torch::Tensor inputs =
-      torch::tensor(golden["inputs"].get<std::vector<std::vector<std::vector<int64_t>>>>().size());
   for (int64_t step = 0; step < o["steps"].get<int64_t>(); ++step) {
     std::vector<int64_t> flat_inputs;
     for (const auto& row : golden["inputs"][step]) {

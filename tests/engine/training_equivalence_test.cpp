@@ -40,7 +40,7 @@ RunResult train(int64_t micro_batch, int64_t dataset_bytes = 600) {
   models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
   model->to(torch::kFloat64);
   engine::CrossEntropyObjective objective(
-      [model](const torch::Tensor& x) { return model->forward(x); }, engine::LossUnit::kSample);
+      engine::forward_of(model), engine::LossUnit::kSample);
   const engine::Plan plan =
       engine::resolve_plan(engine::BatchOptions().global_batch(64).micro_batch(micro_batch).base_lr(3e-3));
   auto optimizer = engine::make_optimizer(

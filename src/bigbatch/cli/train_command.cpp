@@ -56,7 +56,7 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
     }
     models::Gpt gpt = w.gpt;
     w.objective = std::make_unique<engine::CrossEntropyObjective>(
-        [gpt](const torch::Tensor& inputs) { return gpt->forward(inputs); },
+        engine::forward_of(gpt),
         engine::LossUnit::kToken, options.ignore_index());
   } else {
     models::Mlp mlp(config.mlp);
@@ -70,7 +70,7 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
           corpus.val_shared(), data::ContextDatasetOptions(options).name("validation"));
     }
     w.objective = std::make_unique<engine::CrossEntropyObjective>(
-        [mlp](const torch::Tensor& inputs) { return mlp->forward(inputs); },
+        engine::forward_of(mlp),
         engine::LossUnit::kSample);
   }
   return w;

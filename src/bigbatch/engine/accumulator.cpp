@@ -19,8 +19,8 @@ GradientAccumulator::GradientAccumulator(std::vector<torch::Tensor> parameters,
 void GradientAccumulator::begin_window(const Counts& window) {
   BB_CHECK(!window_open_, "begin_window() while a window is open; call step() first");
   BB_CHECK(window.samples > 0, "a window needs at least one sample, got ", window.samples);
-  BB_CHECK(window.units(options_.unit) > 0, "a window needs at least one counted ",
-           options_.unit == LossUnit::kToken ? "token" : "sample", ", got 0");
+  BB_CHECK(window.units(options_.unit()) > 0, "a window needs at least one counted ",
+           options_.unit() == LossUnit::kToken ? "token" : "sample", ", got 0");
   window_open_ = true;
   declared_ = window;
   seen_ = Counts{};
@@ -37,7 +37,7 @@ void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& 
            seen_.tokens, " tokens against ", declared_.samples, " and ", declared_.tokens);
   ++micro_batches_;
   loss_sum_ += loss_sum.detach().to(torch::kCPU, torch::kFloat64).reshape({});
-  window_normalised_loss(loss_sum.reshape({}), declared_.units(options_.unit)).backward();
+  window_normalised_loss(loss_sum.reshape({}), declared_.units(options_.unit())).backward();
 }
 
 WindowResult GradientAccumulator::step() {
@@ -51,7 +51,7 @@ WindowResult GradientAccumulator::step() {
   result.counts = seen_;
   result.micro_batches = micro_batches_;
   result.mean_loss =
-      loss_sum_.item<double>() / static_cast<double>(declared_.units(options_.unit));
+      loss_sum_.item<double>() / static_cast<double>(declared_.units(options_.unit()));
   result.grad_norm = gradient_norm(parameters_);
   if (options_.max_grad_norm() > 0) {
     result.clipped = clip_gradients(parameters_, result.grad_norm, options_.max_grad_norm());

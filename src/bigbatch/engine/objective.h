@@ -10,6 +10,13 @@
 
 namespace bigbatch::engine {
 
+/// Adapts a module holder (models::Gpt, models::Mlp, any TORCH_MODULE with forward(Tensor)) into
+/// the forward callable an objective takes; the callable shares the module.
+template <typename ModuleHolder>
+std::function<torch::Tensor(const torch::Tensor&)> forward_of(ModuleHolder model) {
+  return [model](const torch::Tensor& inputs) mutable { return model->forward(inputs); };
+}
+
 /// A training objective over batches. The trainer counts every micro-batch of a window before
 /// the first forward pass, so it can normalise each micro-batch by the whole window.
 class Objective {

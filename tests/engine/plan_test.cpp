@@ -1,0 +1,86 @@
+#include "bigbatch/engine/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch {
+namespace {
+
+using engine::BatchOptions;
+using engine::LrScaling;
+using engine::resolve_plan;
+
+std::string error_of(const BatchOptions& options) {
+  try {
+    resolve_plan(options);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(Plan, MicroBatchGivesAccumStepsAndRemainder) {
+  const engine::Plan plan = resolve_plan(BatchOptions().global_batch(64).micro_batch(12));
+  EXPECT_EQ(plan.micro_batch, 12);
+  EXPECT_EQ(plan.accum_steps, 6);
+  EXPECT_EQ(plan.split_window(64), (std::vector<int64_t>{12, 12, 12, 12, 12, 4}));
+  EXPECT_EQ(plan.split_window(30), (std::vector<int64_t>{12, 12, 6}));
+  EXPECT_EQ(resolve_plan(BatchOptions().global_batch(100).micro_batch(32)).split_window(100),
+            (std::vector<int64_t>{32, 32, 32, 4}));
+}
+
+TEST(Plan, AccumStepsGivesMicroBatch) {
+  const engine::Plan plan = resolve_plan(BatchOptions().global_batch(64).accum_steps(8));
+  EXPECT_EQ(plan.micro_batch, 8);
+  EXPECT_EQ(plan.accum_steps, 8);
+  EXPECT_EQ(resolve_plan(BatchOptions().global_batch(64).accum_steps(5)).split_window(64),
+            (std::vector<int64_t>{13, 13, 13, 13, 12}));
+  EXPECT_EQ(resolve_plan(BatchOptions().global_batch(64)).accum_steps, 1);
+  EXPECT_EQ(resolve_plan(BatchOptions().global_batch(64).micro_batch(8).accum_steps(8)).micro_batch,
+            8);
+}
+
+TEST(Plan, LearningRateScalingRules) {
+  const auto base = BatchOptions().global_batch(256).micro_batch(32).base_lr(0.1).base_batch(64);
+  EXPECT_DOUBLE_EQ(resolve_plan(BatchOptions(base).lr_scaling(LrScaling::kNone)).lr, 0.1);
+  EXPECT_DOUBLE_EQ(resolve_plan(BatchOptions(base).lr_scaling(LrScaling::kLinear)).lr, 0.4);
+  EXPECT_DOUBLE_EQ(resolve_plan(BatchOptions(base).lr_scaling(LrScaling::kSqrt)).lr, 0.2);
+  EXPECT_EQ(engine::parse_lr_scaling("sqrt"), LrScaling::kSqrt);
+  EXPECT_THROW(engine::parse_lr_scaling("cubic"), InputError);
+}
+
+TEST(Plan, ImpossibleSettingsNameTheFieldAndValue) {
+  EXPECT_NE(error_of(BatchOptions().global_batch(0)).find("batch.global_batch = 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(-4)).find("batch.global_batch = -4"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(-1)).find("micro_batch = -1"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(128))
+                .find("batch.micro_batch = 128 is larger than batch.global_batch = 64"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(8).accum_steps(4))
+                .find("is 32, not batch.global_batch = 64"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(64).accum_steps(100)).find("accum_steps = 100"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(9).accum_steps(4)).find("accum_steps = 4"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().world_size(2)).find("world_size = 2"), std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().base_lr(-1)).find("optim.lr = -1"), std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().base_lr(NAN)).find("optim.lr = nan"), std::string::npos);
+}
+
+TEST(Plan, DescribeListsTheSplit) {
+  Table table("plan");
+  resolve_plan(BatchOptions().global_batch(64).micro_batch(12)).describe(table);
+  const std::string text = table.render();
+  EXPECT_NE(text.find("5 x 12 + 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("global_batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -22,19 +22,22 @@ inline torch::Tensor window_gradient(const std::vector<torch::Tensor>& parameter
                                      engine::Objective& objective,
                                      const std::vector<data::Batch>& micro_batches) {
   for (const torch::Tensor& p : parameters) {
-    if (p.grad().defined()) p.grad().zero_();
+    if (p.grad().defined())
+      p.grad().zero_();
   }
   torch::optim::SGD unused(parameters, torch::optim::SGDOptions(0.1));
-  engine::GradientAccumulator accumulator(
-      parameters, unused, nullptr, engine::AccumulatorOptions().unit(objective.unit()));
+  engine::GradientAccumulator accumulator(parameters, unused, nullptr,
+                                          engine::AccumulatorOptions().unit(objective.unit()));
   engine::Counts window;
-  for (const data::Batch& micro : micro_batches) window += objective.count(micro);
+  for (const data::Batch& micro : micro_batches)
+    window += objective.count(micro);
   accumulator.begin_window(window);
   for (const data::Batch& micro : micro_batches) {
     accumulator.backward(objective.loss_sum(micro), objective.count(micro));
   }
   std::vector<torch::Tensor> flat;
-  for (const torch::Tensor& p : parameters) flat.push_back(p.grad().detach().flatten().clone());
+  for (const torch::Tensor& p : parameters)
+    flat.push_back(p.grad().detach().flatten().clone());
   return torch::cat(flat);
 }
 

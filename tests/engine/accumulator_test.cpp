@@ -29,8 +29,8 @@ MlpCase make_mlp(torch::Dtype dtype, int64_t samples) {
   MlpCase c{models::Mlp(models::MlpOptions().context(4).embed(8).hidden(32)), nullptr, {}};
   c.model->to(dtype);
   models::Mlp model = c.model;
-  c.objective = std::make_unique<CrossEntropyObjective>(
-      engine::forward_of(model), LossUnit::kSample);
+  c.objective =
+      std::make_unique<CrossEntropyObjective>(engine::forward_of(model), LossUnit::kSample);
   c.batch = {torch::randint(0, 256, {samples, 4}, torch::kLong),
              torch::randint(0, 256, {samples}, torch::kLong)};
   return c;
@@ -44,12 +44,11 @@ struct GptCase {
 
 GptCase make_gpt(torch::Dtype dtype, int64_t samples) {
   torch::manual_seed(11);
-  GptCase c{models::Gpt(models::GptOptions().context(8).layers(2).heads(2).embed(16)), nullptr,
-            {}};
+  GptCase c{models::Gpt(models::GptOptions().context(8).layers(2).heads(2).embed(16)), nullptr, {}};
   c.model->to(dtype);
   models::Gpt model = c.model;
-  c.objective = std::make_unique<CrossEntropyObjective>(
-      engine::forward_of(model), LossUnit::kToken);
+  c.objective =
+      std::make_unique<CrossEntropyObjective>(engine::forward_of(model), LossUnit::kToken);
   c.batch = {torch::randint(0, 256, {samples, 8}, torch::kLong),
              torch::randint(0, 256, {samples, 8}, torch::kLong)};
   return c;
@@ -63,8 +62,8 @@ void expect_every_split_in_two_matches(Case& c, double tolerance) {
   for (int64_t first = 1; first < samples; ++first) {
     const torch::Tensor parts =
         window_gradient(parameters, *c.objective, split(c.batch, {first, samples - first}));
-    EXPECT_LE(relative_difference(parts, full), tolerance) << "split " << first << " + "
-                                                           << samples - first;
+    EXPECT_LE(relative_difference(parts, full), tolerance)
+        << "split " << first << " + " << samples - first;
   }
 }
 
@@ -92,17 +91,20 @@ TEST(AccumulatorEquivalence, UnevenMicroBatches100As32x3Plus4) {
   MlpCase c = make_mlp(torch::kFloat64, 100);
   const auto parameters = c.model->parameters();
   const torch::Tensor full = window_gradient(parameters, *c.objective, {c.batch});
-  const torch::Tensor parts = window_gradient(parameters, *c.objective, split(c.batch, {32, 32, 32, 4}));
+  const torch::Tensor parts =
+      window_gradient(parameters, *c.objective, split(c.batch, {32, 32, 32, 4}));
   EXPECT_LE(relative_difference(parts, full), 1e-10);
 
   // The naive rule (mean per micro-batch / accum_steps) gives a different gradient here, so this
   // test tells the two apart.
-  for (const torch::Tensor& p : parameters) p.grad().zero_();
+  for (const torch::Tensor& p : parameters)
+    p.grad().zero_();
   for (const data::Batch& micro : split(c.batch, {32, 32, 32, 4})) {
     (c.objective->loss_sum(micro) / static_cast<double>(micro.size()) / 4.0).backward();
   }
   std::vector<torch::Tensor> naive;
-  for (const torch::Tensor& p : parameters) naive.push_back(p.grad().flatten());
+  for (const torch::Tensor& p : parameters)
+    naive.push_back(p.grad().flatten());
   EXPECT_GT(relative_difference(torch::cat(naive), full), 1e-3);
 }
 
@@ -119,14 +121,16 @@ TEST(AccumulatorEquivalence, PaddingTokensCountOnlyWhereReal) {
     EXPECT_LE(relative_difference(parts, full), 1e-10);
   }
   // Reference: mean over real tokens only, computed independently.
-  for (const torch::Tensor& p : parameters) p.grad().zero_();
+  for (const torch::Tensor& p : parameters)
+    p.grad().zero_();
   const torch::Tensor logits = c.model->forward(c.batch.inputs);
   torch::nn::functional::cross_entropy(
       logits.reshape({-1, 256}), c.batch.targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100))
       .backward();
   std::vector<torch::Tensor> reference;
-  for (const torch::Tensor& p : parameters) reference.push_back(p.grad().flatten());
+  for (const torch::Tensor& p : parameters)
+    reference.push_back(p.grad().flatten());
   EXPECT_LE(relative_difference(full, torch::cat(reference)), 1e-12);
 }
 
@@ -138,7 +142,8 @@ TEST(Accumulator, ReportsTrueMeanLossAndCounts) {
                                           engine::AccumulatorOptions().unit(LossUnit::kToken));
   const auto parts = split(c.batch, {1, 3});
   engine::Counts window;
-  for (const auto& part : parts) window += c.objective->count(part);
+  for (const auto& part : parts)
+    window += c.objective->count(part);
   EXPECT_EQ(window.samples, 4);
   EXPECT_EQ(window.tokens, 4 * 8 - 3);
   accumulator.begin_window(window);
@@ -153,7 +158,8 @@ TEST(Accumulator, ReportsTrueMeanLossAndCounts) {
   EXPECT_EQ(result.counts.tokens, 29);
   EXPECT_EQ(result.micro_batches, 2);
   EXPECT_EQ(result.step, 1);
-  for (const torch::Tensor& p : c.model->parameters()) EXPECT_FALSE(p.grad().defined());
+  for (const torch::Tensor& p : c.model->parameters())
+    EXPECT_FALSE(p.grad().defined());
 }
 
 TEST(Accumulator, RejectsMicroBatchesThatDoNotAddUpToTheWindow) {
@@ -179,8 +185,10 @@ TEST(Accumulator, ClipsTheWindowGradientNotEachMicroBatch) {
   const double norm = full.norm().item<double>();
   const double max_norm = norm / 3.0;
   std::vector<torch::Tensor> before;
-  for (const torch::Tensor& p : parameters) before.push_back(p.detach().clone());
-  for (const torch::Tensor& p : parameters) p.mutable_grad().reset();
+  for (const torch::Tensor& p : parameters)
+    before.push_back(p.detach().clone());
+  for (const torch::Tensor& p : parameters)
+    p.mutable_grad().reset();
 
   // Plain SGD with lr 1: the update is exactly the clipped window gradient.
   torch::optim::SGD sgd(parameters, torch::optim::SGDOptions(1.0));

@@ -34,8 +34,7 @@ TEST(GoldenPyTorch, WindowGradientAndAdamWStepsMatchTheStandardLoop) {
       item.value().copy_(to_tensor(golden["initial"][item.key()]).view_as(item.value()));
     }
   }
-  engine::CrossEntropyObjective objective(
-      engine::forward_of(model), engine::LossUnit::kSample);
+  engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kSample);
   auto optimizer = engine::make_optimizer(*model, engine::OptimizerOptions()
                                                       .lr(o["lr"])
                                                       .weight_decay(o["weight_decay"])
@@ -56,7 +55,8 @@ TEST(GoldenPyTorch, WindowGradientAndAdamWStepsMatchTheStandardLoop) {
   for (int64_t step = 0; step < o["steps"].get<int64_t>(); ++step) {
     std::vector<int64_t> flat_inputs;
     for (const auto& row : golden["inputs"][step]) {
-      for (int64_t v : row.get<std::vector<int64_t>>()) flat_inputs.push_back(v);
+      for (int64_t v : row.get<std::vector<int64_t>>())
+        flat_inputs.push_back(v);
     }
     const torch::Tensor x = torch::tensor(flat_inputs, torch::kLong).view({global, -1});
     const torch::Tensor y =

@@ -14,22 +14,25 @@ using engine::LrScheduleOptions;
 using engine::ScheduleKind;
 
 TEST(LrSchedule, WarmupThenCosineToTheFloor) {
-  const LrSchedule s(LrScheduleOptions().peak_lr(1.0).warmup_steps(4).total_steps(14).min_lr_ratio(0.1));
+  const LrSchedule s(
+      LrScheduleOptions().peak_lr(1.0).warmup_steps(4).total_steps(14).min_lr_ratio(0.1));
   EXPECT_DOUBLE_EQ(s.lr_at(0), 0.25);
   EXPECT_DOUBLE_EQ(s.lr_at(1), 0.5);
   EXPECT_DOUBLE_EQ(s.lr_at(3), 1.0);
-  EXPECT_DOUBLE_EQ(s.lr_at(4), 1.0);                       // cosine starts at the peak
-  EXPECT_NEAR(s.lr_at(9), 0.1 + 0.9 * 0.5, 1e-15);         // half way
-  EXPECT_NEAR(s.lr_at(14), 0.1, 1e-15);                    // the floor
-  EXPECT_NEAR(s.lr_at(100), 0.1, 1e-15);                   // and stays there
-  for (int64_t step = 4; step < 14; ++step) EXPECT_GT(s.lr_at(step), s.lr_at(step + 1));
+  EXPECT_DOUBLE_EQ(s.lr_at(4), 1.0);                // cosine starts at the peak
+  EXPECT_NEAR(s.lr_at(9), 0.1 + 0.9 * 0.5, 1e-15);  // half way
+  EXPECT_NEAR(s.lr_at(14), 0.1, 1e-15);             // the floor
+  EXPECT_NEAR(s.lr_at(100), 0.1, 1e-15);            // and stays there
+  for (int64_t step = 4; step < 14; ++step)
+    EXPECT_GT(s.lr_at(step), s.lr_at(step + 1));
 }
 
 TEST(LrSchedule, ConstantAndNoWarmup) {
   const LrSchedule constant(LrScheduleOptions().kind(ScheduleKind::kConstant).peak_lr(0.3));
   EXPECT_DOUBLE_EQ(constant.lr_at(0), 0.3);
   EXPECT_DOUBLE_EQ(constant.lr_at(1000), 0.3);
-  const LrSchedule cosine(LrScheduleOptions().peak_lr(2.0).warmup_steps(0).total_steps(2).min_lr_ratio(0));
+  const LrSchedule cosine(
+      LrScheduleOptions().peak_lr(2.0).warmup_steps(0).total_steps(2).min_lr_ratio(0));
   EXPECT_DOUBLE_EQ(cosine.lr_at(0), 2.0);
   EXPECT_NEAR(cosine.lr_at(1), 1.0, 1e-15);
   EXPECT_NEAR(cosine.lr_at(2), 0.0, 1e-15);

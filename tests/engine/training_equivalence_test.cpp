@@ -23,7 +23,8 @@ std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
   torch::manual_seed(seed);
   const torch::Tensor t = torch::randint(0, 256, {n}, torch::kLong);
   std::vector<uint8_t> bytes(n);
-  for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t[i].item<int64_t>());
+  for (int64_t i = 0; i < n; ++i)
+    bytes[i] = static_cast<uint8_t>(t[i].item<int64_t>());
   return bytes;
 }
 
@@ -39,10 +40,9 @@ RunResult train(int64_t micro_batch, int64_t dataset_bytes = 600) {
   torch::manual_seed(5);
   models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
   model->to(torch::kFloat64);
-  engine::CrossEntropyObjective objective(
-      engine::forward_of(model), engine::LossUnit::kSample);
-  const engine::Plan plan =
-      engine::resolve_plan(engine::BatchOptions().global_batch(64).micro_batch(micro_batch).base_lr(3e-3));
+  engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kSample);
+  const engine::Plan plan = engine::resolve_plan(
+      engine::BatchOptions().global_batch(64).micro_batch(micro_batch).base_lr(3e-3));
   auto optimizer = engine::make_optimizer(
       *model, engine::OptimizerOptions().lr(plan.lr).weight_decay(0.1).beta2(0.99));
   const engine::LrSchedule schedule(
@@ -55,11 +55,13 @@ RunResult train(int64_t micro_batch, int64_t dataset_bytes = 600) {
   setup.plan = &plan;
   setup.train_data = &dataset;
   RunResult result;
-  engine::Trainer trainer(setup, engine::TrainerOptions().total_steps(20).max_grad_norm(0.5).seed(9));
+  engine::Trainer trainer(setup,
+                          engine::TrainerOptions().total_steps(20).max_grad_norm(0.5).seed(9));
   trainer.add_sink(&result.sink);
   trainer.fit();
   std::vector<torch::Tensor> flat;
-  for (const auto& p : model->parameters()) flat.push_back(p.detach().flatten().clone());
+  for (const auto& p : model->parameters())
+    flat.push_back(p.detach().flatten().clone());
   result.weights = torch::cat(flat);
   return result;
 }
@@ -75,7 +77,8 @@ TEST(TrainingEquivalence, SameWeightsAfter20StepsFor1x64And8x8And5x12Plus4) {
   EXPECT_EQ(twelves.sink.windows[0].micro_batches, 6);
   EXPECT_EQ(twelves.sink.windows[9].micro_batches, 2);  // 20 as 12 + 8
   bool clipped = false;
-  for (const auto& w : whole.sink.windows) clipped = clipped || w.clipped;
+  for (const auto& w : whole.sink.windows)
+    clipped = clipped || w.clipped;
   EXPECT_TRUE(clipped) << "the test must exercise clipping";
 
   const double scale = whole.weights.abs().max().item<double>();

@@ -31,7 +31,8 @@ std::filesystem::path TempDir::write(const std::string& name, const std::string&
   std::filesystem::create_directories(file.parent_path());
   std::ofstream out(file, std::ios::binary);
   out << content;
-  if (!out) throw std::runtime_error("could not write " + file.string());
+  if (!out)
+    throw std::runtime_error("could not write " + file.string());
   return file;
 }
 
@@ -42,7 +43,8 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("could not open " + path.string());
+  if (!in)
+    throw std::runtime_error("could not open " + path.string());
   std::ostringstream content;
   content << in.rdbuf();
   return content.str();

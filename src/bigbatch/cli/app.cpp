@@ -12,8 +12,9 @@ namespace {
 
 void add_config_options(CLI::App& command, TrainCommandOptions& options) {
   command.add_option("-c,--config", options.config_path, "TOML config file (default: built-in)");
-  command.add_option("-s,--set", options.overrides,
-                     "override a config key, e.g. --set batch.global_batch=128 (repeatable)")
+  command
+      .add_option("-s,--set", options.overrides,
+                  "override a config key, e.g. --set batch.global_batch=128 (repeatable)")
       ->type_name("KEY=VALUE");
 }
 
@@ -50,8 +51,10 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
   try {
     if (train->parsed()) {
-      if (steps != 0) train_options.overrides.push_back("train.steps=" + std::to_string(steps));
-      if (!run_dir.empty()) train_options.overrides.push_back("train.run_dir=" + run_dir);
+      if (steps != 0)
+        train_options.overrides.push_back("train.steps=" + std::to_string(steps));
+      if (!run_dir.empty())
+        train_options.overrides.push_back("train.run_dir=" + run_dir);
       return run_train(train_options, out);
     }
     return run_config(config_options, out);

@@ -59,8 +59,8 @@ std::string value_text(const T& value) {
 void collect_keys(const toml::table& table, const std::string& prefix,
                   std::vector<std::string>& keys) {
   for (const auto& [name, node] : table) {
-    const std::string key = prefix.empty() ? std::string(name.str())
-                                            : prefix + "." + std::string(name.str());
+    const std::string key =
+        prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
     if (const toml::table* sub = node.as_table()) {
       collect_keys(*sub, key, keys);
     } else {
@@ -73,7 +73,8 @@ std::vector<std::string> split_key(const std::string& key) {
   std::vector<std::string> parts;
   std::stringstream stream(key);
   std::string part;
-  while (std::getline(stream, part, '.')) parts.push_back(part);
+  while (std::getline(stream, part, '.'))
+    parts.push_back(part);
   return parts;
 }
 
@@ -88,14 +89,16 @@ struct ConfigReader::State {
   /// The node at `key`, or null; records the key as known.
   const toml::node* find(const std::string& key, const std::string& help,
                          const std::string& default_text) {
-    if (read_keys.insert(key).second) entries.push_back({key, default_text, help});
+    if (read_keys.insert(key).second)
+      entries.push_back({key, default_text, help});
     const toml::node* node = document.at_path(key).node();
     return node;
   }
 
   void record_value(const std::string& key, std::string text) {
     for (Entry& entry : entries) {
-      if (entry.key == key) entry.value_toml = std::move(text);
+      if (entry.key == key)
+        entry.value_toml = std::move(text);
     }
   }
 
@@ -169,8 +172,10 @@ void ConfigReader::set_override(const std::string& assignment) {
 
 int64_t ConfigReader::get_int(const std::string& key, int64_t fallback, const std::string& help) {
   const toml::node* node = state_->find(key, help, value_text<int64_t>(fallback));
-  if (node == nullptr) return fallback;
-  if (!node->is_integer()) state_->type_error(key, *node, "an integer");
+  if (node == nullptr)
+    return fallback;
+  if (!node->is_integer())
+    state_->type_error(key, *node, "an integer");
   const int64_t value = node->as_integer()->get();
   state_->record_value(key, value_text<int64_t>(value));
   return value;
@@ -178,7 +183,8 @@ int64_t ConfigReader::get_int(const std::string& key, int64_t fallback, const st
 
 double ConfigReader::get_double(const std::string& key, double fallback, const std::string& help) {
   const toml::node* node = state_->find(key, help, value_text<double>(fallback));
-  if (node == nullptr) return fallback;
+  if (node == nullptr)
+    return fallback;
   double value = 0.0;
   if (node->is_integer()) {
     value = static_cast<double>(node->as_integer()->get());
@@ -193,8 +199,10 @@ double ConfigReader::get_double(const std::string& key, double fallback, const s
 
 bool ConfigReader::get_bool(const std::string& key, bool fallback, const std::string& help) {
   const toml::node* node = state_->find(key, help, value_text<bool>(fallback));
-  if (node == nullptr) return fallback;
-  if (!node->is_boolean()) state_->type_error(key, *node, "true or false");
+  if (node == nullptr)
+    return fallback;
+  if (!node->is_boolean())
+    state_->type_error(key, *node, "true or false");
   const bool value = node->as_boolean()->get();
   state_->record_value(key, value_text<bool>(value));
   return value;
@@ -203,8 +211,10 @@ bool ConfigReader::get_bool(const std::string& key, bool fallback, const std::st
 std::string ConfigReader::get_string(const std::string& key, const std::string& fallback,
                                      const std::string& help) {
   const toml::node* node = state_->find(key, help, value_text<std::string>(fallback));
-  if (node == nullptr) return fallback;
-  if (!node->is_string()) state_->type_error(key, *node, "a string");
+  if (node == nullptr)
+    return fallback;
+  if (!node->is_string())
+    state_->type_error(key, *node, "a string");
   const std::string value = node->as_string()->get();
   state_->record_value(key, value_text<std::string>(value));
   return value;
@@ -218,9 +228,8 @@ std::string ConfigReader::get_choice(const std::string& key, const std::string& 
     options += (options.empty() ? "\"" : ", \"") + choice + "\"";
   }
   const std::string value = get_string(key, fallback, help + " (one of " + options + ")");
-  BB_CHECK_INPUT(std::find(choices.begin(), choices.end(), value) != choices.end(),
-                 state_->source, ": ", key, " = \"", value, "\" is not allowed; expected one of ",
-                 options);
+  BB_CHECK_INPUT(std::find(choices.begin(), choices.end(), value) != choices.end(), state_->source,
+                 ": ", key, " = \"", value, "\" is not allowed; expected one of ", options);
   return value;
 }
 
@@ -230,7 +239,8 @@ void ConfigReader::check_all_used() const {
   std::ostringstream problems;
   int unknown = 0;
   for (const std::string& key : present) {
-    if (state_->read_keys.count(key) != 0) continue;
+    if (state_->read_keys.count(key) != 0)
+      continue;
     ++unknown;
     problems << "\n  unknown key \"" << key << "\"";
     std::string best;
@@ -238,14 +248,15 @@ void ConfigReader::check_all_used() const {
     const std::string leaf = key.substr(key.rfind('.') + 1);
     for (const std::string& known : state_->read_keys) {
       const std::string known_leaf = known.substr(known.rfind('.') + 1);
-      const size_t distance =
-          std::min(edit_distance(key, known), leaf == known_leaf ? 0 : edit_distance(leaf, known_leaf) + 1);
+      const size_t distance = std::min(
+          edit_distance(key, known), leaf == known_leaf ? 0 : edit_distance(leaf, known_leaf) + 1);
       if (distance < best_distance) {
         best_distance = distance;
         best = known;
       }
     }
-    if (!best.empty()) problems << " (did you mean \"" << best << "\"?)";
+    if (!best.empty())
+      problems << " (did you mean \"" << best << "\"?)";
   }
   BB_CHECK_INPUT(unknown == 0, state_->source, ": ", unknown == 1 ? "a key is" : "keys are",
                  " not understood:", problems.str(),
@@ -257,7 +268,8 @@ std::string ConfigReader::resolved_toml() const {
   std::vector<std::string> order;
   for (const Entry& entry : state_->entries) {
     const std::string section = entry.key.substr(0, entry.key.rfind('.'));
-    if (sections.find(section) == sections.end()) order.push_back(section);
+    if (sections.find(section) == sections.end())
+      order.push_back(section);
     sections[section].push_back(&entry);
   }
   std::ostringstream out;
@@ -265,7 +277,8 @@ std::string ConfigReader::resolved_toml() const {
     out << "[" << section << "]\n";
     for (const Entry* entry : sections[section]) {
       out << entry->key.substr(entry->key.rfind('.') + 1) << " = " << entry->value_toml;
-      if (!entry->help.empty()) out << "  # " << entry->help;
+      if (!entry->help.empty())
+        out << "  # " << entry->help;
       out << "\n";
     }
     out << "\n";
@@ -273,11 +286,14 @@ std::string ConfigReader::resolved_toml() const {
   return out.str();
 }
 
-const std::string& ConfigReader::source() const { return state_->source; }
+const std::string& ConfigReader::source() const {
+  return state_->source;
+}
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     size_t diagonal = row[0];
     row[0] = i;

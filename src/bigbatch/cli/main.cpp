@@ -3,4 +3,6 @@
 
 #include "bigbatch/cli/app.h"
 
-int main(int argc, char** argv) { return bigbatch::cli::run_app(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  return bigbatch::cli::run_app(argc, argv, std::cout, std::cerr);
+}

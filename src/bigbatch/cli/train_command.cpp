@@ -27,7 +27,8 @@ namespace {
 TrainConfig load_config(const TrainCommandOptions& options) {
   ConfigReader reader =
       options.config_path.empty() ? ConfigReader() : ConfigReader::from_file(options.config_path);
-  for (const std::string& assignment : options.overrides) reader.set_override(assignment);
+  for (const std::string& assignment : options.overrides)
+    reader.set_override(assignment);
   return read_train_config(reader);
 }
 
@@ -48,30 +49,28 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
     w.gpt->to(dtype);
     w.module = w.gpt.ptr();
     const auto options = data::SequenceDatasetOptions(config.gpt.context());
-    w.train = std::make_unique<data::SequenceDataset>(corpus.train_shared(),
-                                                      data::SequenceDatasetOptions(options).name("train"));
+    w.train = std::make_unique<data::SequenceDataset>(
+        corpus.train_shared(), data::SequenceDatasetOptions(options).name("train"));
     if (!corpus.val().empty()) {
       w.val = std::make_unique<data::SequenceDataset>(
           corpus.val_shared(), data::SequenceDatasetOptions(options).name("validation"));
     }
     models::Gpt gpt = w.gpt;
     w.objective = std::make_unique<engine::CrossEntropyObjective>(
-        engine::forward_of(gpt),
-        engine::LossUnit::kToken, options.ignore_index());
+        engine::forward_of(gpt), engine::LossUnit::kToken, options.ignore_index());
   } else {
     models::Mlp mlp(config.mlp);
     mlp->to(dtype);
     w.module = mlp.ptr();
     const auto options = data::ContextDatasetOptions(config.mlp.context());
-    w.train = std::make_unique<data::ContextDataset>(corpus.train_shared(),
-                                                     data::ContextDatasetOptions(options).name("train"));
+    w.train = std::make_unique<data::ContextDataset>(
+        corpus.train_shared(), data::ContextDatasetOptions(options).name("train"));
     if (corpus.val().size() > static_cast<size_t>(config.mlp.context())) {
       w.val = std::make_unique<data::ContextDataset>(
           corpus.val_shared(), data::ContextDatasetOptions(options).name("validation"));
     }
-    w.objective = std::make_unique<engine::CrossEntropyObjective>(
-        engine::forward_of(mlp),
-        engine::LossUnit::kSample);
+    w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(mlp),
+                                                                  engine::LossUnit::kSample);
   }
   return w;
 }
@@ -82,12 +81,13 @@ Table plan_table(const TrainConfig& config, const engine::Plan& plan, const Work
   Table table("bigbatch plan");
   table.section("model");
   if (config.model == ModelKind::kGpt) {
-    table.add("model", "gpt", cat(config.gpt.layers(), " layers, ", config.gpt.heads(),
-                                  " heads, width ", config.gpt.embed(), ", context ",
-                                  config.gpt.context(), " bytes"));
+    table.add("model", "gpt",
+              cat(config.gpt.layers(), " layers, ", config.gpt.heads(), " heads, width ",
+                  config.gpt.embed(), ", context ", config.gpt.context(), " bytes"));
   } else {
-    table.add("model", "mlp", cat(config.mlp.layers(), " hidden layers of ", config.mlp.hidden(),
-                                  ", context ", config.mlp.context(), " bytes"));
+    table.add("model", "mlp",
+              cat(config.mlp.layers(), " hidden layers of ", config.mlp.hidden(), ", context ",
+                  config.mlp.context(), " bytes"));
   }
   table.add("parameters", human_count(static_cast<double>(models::parameter_count(*w.module))),
             config.float64 ? "float64" : "float32");
@@ -111,9 +111,11 @@ Table plan_table(const TrainConfig& config, const engine::Plan& plan, const Work
   table.add("loss", w.objective->unit() == engine::LossUnit::kToken ? "per token" : "per sample",
             "mean over the whole window");
   table.section("run");
-  table.add("steps", std::to_string(steps),
-            cat(windows_per_epoch, " windows per epoch (",
-                static_cast<double>(steps) / static_cast<double>(windows_per_epoch), " epochs)"));
+  table.add(
+      "steps", std::to_string(steps),
+      cat(windows_per_epoch, " windows per epoch (",
+          format_fixed(static_cast<double>(steps) / static_cast<double>(windows_per_epoch), 2),
+          " epochs)"));
   table.add("threads", std::to_string(torch::get_num_threads()), "intra-op (OpenMP)");
   table.add("run_dir", run_dir.empty() ? "(not written)" : run_dir);
   return table;
@@ -129,15 +131,17 @@ void write_summary(const std::string& run_dir, const engine::TrainSummary& s,
       {"last_train_loss", s.last_train_loss},
       {"first_val_loss", std::isfinite(s.first_val_loss) ? nlohmann::json(s.first_val_loss)
                                                          : nlohmann::json(nullptr)},
-      {"last_val_loss", std::isfinite(s.last_val_loss) ? nlohmann::json(s.last_val_loss)
-                                                       : nlohmann::json(nullptr)},
+      {"last_val_loss",
+       std::isfinite(s.last_val_loss) ? nlohmann::json(s.last_val_loss) : nlohmann::json(nullptr)},
       {"samples", s.samples},
       {"tokens", s.tokens},
       {"seconds", s.seconds},
       {"train_seconds", s.train_seconds},
       {"tokens_per_second", tokens_per_second},
       {"sample", sample}};
-  io::write_file_atomically(run_dir + "/summary.json", summary.dump(2) + "\n");
+  io::write_file_atomically(
+      run_dir + "/summary.json",
+      summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace
@@ -145,20 +149,22 @@ void write_summary(const std::string& run_dir, const engine::TrainSummary& s,
 int run_train(const TrainCommandOptions& options, std::ostream& out) {
   // Everything the user supplied is checked before anything is written.
   const TrainConfig config = load_config(options);
-  if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
+  if (config.threads > 0)
+    torch::set_num_threads(static_cast<int>(config.threads));
   torch::manual_seed(config.seed);
   const data::TextCorpus corpus = data::TextCorpus::load(config.data);
   Workload w = build_workload(config, corpus);
   const engine::Plan plan = engine::resolve_plan(config.batch);
-  BB_CHECK_INPUT(w.train->size() >= plan.global_batch, "the training split holds ",
-                 w.train->size(), " samples, fewer than batch.global_batch = ", plan.global_batch,
+  BB_CHECK_INPUT(w.train->size() >= plan.global_batch, "the training split holds ", w.train->size(),
+                 " samples, fewer than batch.global_batch = ", plan.global_batch,
                  "; use a larger corpus (data.path) or a smaller global batch");
   const int64_t windows_per_epoch =
       engine::WindowSampler(w.train->size(), plan.global_batch, config.seed).windows_per_epoch();
   const int64_t steps = config.epochs > 0 ? config.epochs * windows_per_epoch : config.steps;
   const engine::LrSchedule schedule(
       engine::LrScheduleOptions(config.schedule).peak_lr(plan.lr).total_steps(steps));
-  auto optimizer = engine::make_optimizer(*w.module, engine::OptimizerOptions(config.optim).lr(plan.lr));
+  auto optimizer =
+      engine::make_optimizer(*w.module, engine::OptimizerOptions(config.optim).lr(plan.lr));
   const engine::TrainerOptions trainer_options = engine::TrainerOptions()
                                                      .total_steps(steps)
                                                      .eval_every(config.eval_every)

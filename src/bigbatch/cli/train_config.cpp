@@ -4,7 +4,9 @@
 
 namespace bigbatch::cli {
 
-std::string to_string(ModelKind kind) { return kind == ModelKind::kGpt ? "gpt" : "mlp"; }
+std::string to_string(ModelKind kind) {
+  return kind == ModelKind::kGpt ? "gpt" : "mlp";
+}
 
 namespace {
 
@@ -27,12 +29,13 @@ void read_models(ConfigReader& c, TrainConfig& t) {
 }
 
 void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
-  t.data.path(c.get_string("data.path", t.data.path(),
-                           "a text file, or a directory of text files (Debian's fortunes)"))
+  t.data
+      .path(c.get_string("data.path", t.data.path(),
+                         "a text file, or a directory of text files (Debian's fortunes)"))
       .val_fraction(c.get_double("data.val_fraction", 0.1, "share of the corpus held out"))
       .split_block(c.get_int("data.split_block", 4096, "bytes per block dealt to train or val"));
-  const int64_t accum_steps = c.get_int("batch.accum_steps", 0,
-                                        "micro-batches per optimizer step; 0 = from micro_batch");
+  const int64_t accum_steps =
+      c.get_int("batch.accum_steps", 0, "micro-batches per optimizer step; 0 = from micro_batch");
   // micro_batch defaults to 8 unless accum_steps decides it.
   const int64_t micro_batch = c.get_int("batch.micro_batch", accum_steps > 0 ? 0 : 8,
                                         "samples per forward/backward pass; 0 = from accum_steps");
@@ -77,7 +80,8 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
   BB_CHECK_INPUT(t.epochs >= 0, c.source(), ": train.epochs = ", t.epochs, " must be >= 0");
   BB_CHECK_INPUT(t.steps > 0 || t.epochs > 0, c.source(),
                  ": train.steps and train.epochs are both 0; set one of them");
-  if (t.epochs > 0) t.steps = 0;
+  if (t.epochs > 0)
+    t.steps = 0;
   t.eval_every = c.get_int("train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end");
   t.eval_samples = c.get_int("train.eval_samples", 512, "validation samples per evaluation");
   t.log_every = c.get_int("train.log_every", 10, "progress line every N steps (non-terminal)");

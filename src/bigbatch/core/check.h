@@ -26,15 +26,17 @@ std::string cat(const Parts&... parts) {
 
 /// Throws bigbatch::InputError with the concatenated message unless `cond` holds.
 /// Use for everything a user can get wrong; it never vanishes under NDEBUG.
-#define BB_CHECK_INPUT(cond, ...)                              \
-  do {                                                         \
-    if (!(cond)) throw ::bigbatch::InputError(::bigbatch::cat(__VA_ARGS__)); \
+#define BB_CHECK_INPUT(cond, ...)                                 \
+  do {                                                            \
+    if (!(cond))                                                  \
+      throw ::bigbatch::InputError(::bigbatch::cat(__VA_ARGS__)); \
   } while (false)
 
 /// Throws std::logic_error unless `cond` holds: a broken invariant of bigbatch or of the caller's
 /// use of the library API (for example a micro-batch that does not belong to the open window).
-#define BB_CHECK(cond, ...)                                                                 \
-  do {                                                                                      \
-    if (!(cond))                                                                            \
-      throw std::logic_error(::bigbatch::cat("bigbatch: check failed (" #cond "): ", __VA_ARGS__)); \
+#define BB_CHECK(cond, ...)                                                      \
+  do {                                                                           \
+    if (!(cond))                                                                 \
+      throw std::logic_error(                                                    \
+          ::bigbatch::cat("bigbatch: check failed (" #cond "): ", __VA_ARGS__)); \
   } while (false)

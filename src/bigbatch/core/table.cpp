@@ -11,14 +11,18 @@ void Table::add(std::string name, std::string value, std::string note) {
   rows_.push_back({std::move(name), std::move(value), std::move(note)});
 }
 
-void Table::section(std::string heading) { rows_.push_back({"[" + heading + "]", "", ""}); }
+void Table::section(std::string heading) {
+  rows_.push_back({"[" + heading + "]", "", ""});
+}
 
 std::string Table::render() const {
   size_t name_width = 0;
   size_t value_width = 0;
   for (const Row& row : rows_) {
-    if (!row.value.empty() || !row.note.empty()) name_width = std::max(name_width, row.name.size());
-    value_width = std::max(value_width, row.value.size());
+    if (!row.value.empty() || !row.note.empty())
+      name_width = std::max(name_width, row.name.size());
+    if (!row.note.empty())
+      value_width = std::max(value_width, row.value.size());
   }
   std::ostringstream out;
   size_t line_width = title_.size();
@@ -38,7 +42,8 @@ std::string Table::render() const {
   }
   const std::string rule(line_width, '-');
   out << title_ << "\n" << rule << "\n";
-  for (const std::string& line : lines) out << line << "\n";
+  for (const std::string& line : lines)
+    out << line << "\n";
   out << rule << "\n";
   return out.str();
 }
@@ -61,8 +66,15 @@ std::string human_count(double value) {
   return buffer;
 }
 
+std::string format_fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
+  return buffer;
+}
+
 std::string human_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (!std::isfinite(seconds) || seconds < 0)
+    return "?";
   const long total = std::lround(seconds);
   char buffer[32];
   if (total >= 3600) {

@@ -37,6 +37,8 @@ class Table {
 
 /// Formats a number with engineering suffixes: 1234567 -> "1.23M".
 std::string human_count(double value);
+/// Formats a number with a fixed count of decimals: format_fixed(0.52910, 2) -> "0.53".
+std::string format_fixed(double value, int decimals);
 /// Formats seconds as "1h02m", "3m05s" or "12s".
 std::string human_duration(double seconds);
 

@@ -56,12 +56,14 @@ WindowResult GradientAccumulator::step() {
   if (options_.max_grad_norm() > 0) {
     result.clipped = clip_gradients(parameters_, result.grad_norm, options_.max_grad_norm());
   }
-  if (schedule_ != nullptr) set_learning_rate(optimizer_, schedule_->lr_at(steps_taken_));
+  if (schedule_ != nullptr)
+    set_learning_rate(optimizer_, schedule_->lr_at(steps_taken_));
   result.lr = optimizer_.param_groups().front().options().get_lr();
 
   optimizer_.step();
   for (torch::Tensor& parameter : parameters_) {
-    if (parameter.grad().defined()) parameter.mutable_grad().reset();  // free until next window
+    if (parameter.grad().defined())
+      parameter.mutable_grad().reset();  // free until next window
   }
   result.step = ++steps_taken_;
   return result;
@@ -70,17 +72,21 @@ WindowResult GradientAccumulator::step() {
 double gradient_norm(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> norms;
   for (const torch::Tensor& parameter : parameters) {
-    if (parameter.grad().defined()) norms.push_back(parameter.grad().detach().norm(2));
+    if (parameter.grad().defined())
+      norms.push_back(parameter.grad().detach().norm(2));
   }
-  if (norms.empty()) return 0.0;
+  if (norms.empty())
+    return 0.0;
   return torch::stack(norms).norm(2).item<double>();
 }
 
 bool clip_gradients(const std::vector<torch::Tensor>& parameters, double norm, double max_norm) {
   const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient >= 1.0) return false;
+  if (coefficient >= 1.0)
+    return false;
   for (const torch::Tensor& parameter : parameters) {
-    if (parameter.grad().defined()) parameter.grad().detach().mul_(coefficient);
+    if (parameter.grad().defined())
+      parameter.grad().detach().mul_(coefficient);
   }
   return true;
 }

@@ -8,8 +8,10 @@
 namespace bigbatch::engine {
 
 ScheduleKind parse_schedule_kind(const std::string& text, const std::string& field) {
-  if (text == "constant") return ScheduleKind::kConstant;
-  if (text == "warmup_cosine") return ScheduleKind::kWarmupCosine;
+  if (text == "constant")
+    return ScheduleKind::kConstant;
+  if (text == "warmup_cosine")
+    return ScheduleKind::kWarmupCosine;
   throw InputError(cat(field, " = \"", text,
                        "\" is not a schedule; expected \"constant\" or \"warmup_cosine\""));
 }
@@ -31,7 +33,8 @@ LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
 
 double LrSchedule::lr_at(int64_t step) const {
   const double peak = options_.peak_lr();
-  if (options_.kind() == ScheduleKind::kConstant) return peak;
+  if (options_.kind() == ScheduleKind::kConstant)
+    return peak;
   const int64_t warmup = options_.warmup_steps();
   if (step < warmup) {
     return peak * static_cast<double>(step + 1) / static_cast<double>(warmup);

@@ -20,10 +20,11 @@ torch::Tensor CrossEntropyObjective::loss_sum(const data::Batch& batch) {
   const int64_t vocab = logits.size(-1);
   BB_CHECK(logits.numel() / vocab == batch.targets.numel(), "logits ", logits.sizes(),
            " do not match targets ", batch.targets.sizes());
-  return torch::nn::functional::cross_entropy(
-      logits.reshape({-1, vocab}), batch.targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(
-          ignore_index_));
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, vocab}),
+                                              batch.targets.reshape({-1}),
+                                              torch::nn::functional::CrossEntropyFuncOptions()
+                                                  .reduction(torch::kSum)
+                                                  .ignore_index(ignore_index_));
 }
 
 }  // namespace bigbatch::engine

@@ -7,20 +7,27 @@
 namespace bigbatch::engine {
 
 OptimizerKind parse_optimizer_kind(const std::string& text, const std::string& field) {
-  if (text == "adamw") return OptimizerKind::kAdamW;
-  if (text == "sgd") return OptimizerKind::kSgd;
-  throw InputError(cat(field, " = \"", text, "\" is not an optimizer; expected \"adamw\" or \"sgd\""));
+  if (text == "adamw")
+    return OptimizerKind::kAdamW;
+  if (text == "sgd")
+    return OptimizerKind::kSgd;
+  throw InputError(
+      cat(field, " = \"", text, "\" is not an optimizer; expected \"adamw\" or \"sgd\""));
 }
 
-std::string to_string(OptimizerKind kind) { return kind == OptimizerKind::kAdamW ? "adamw" : "sgd"; }
+std::string to_string(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdamW ? "adamw" : "sgd";
+}
 
 namespace {
 
 void check_options(const OptimizerOptions& o) {
   BB_CHECK_INPUT(std::isfinite(o.lr()) && o.lr() > 0, "optim.lr = ", o.lr(), " must be positive");
   BB_CHECK_INPUT(o.weight_decay() >= 0, "optim.weight_decay = ", o.weight_decay(), " must be >= 0");
-  BB_CHECK_INPUT(o.beta1() >= 0 && o.beta1() < 1, "optim.beta1 = ", o.beta1(), " must be in [0, 1)");
-  BB_CHECK_INPUT(o.beta2() >= 0 && o.beta2() < 1, "optim.beta2 = ", o.beta2(), " must be in [0, 1)");
+  BB_CHECK_INPUT(o.beta1() >= 0 && o.beta1() < 1, "optim.beta1 = ", o.beta1(),
+                 " must be in [0, 1)");
+  BB_CHECK_INPUT(o.beta2() >= 0 && o.beta2() < 1, "optim.beta2 = ", o.beta2(),
+                 " must be in [0, 1)");
   BB_CHECK_INPUT(o.eps() > 0, "optim.eps = ", o.eps(), " must be positive");
   BB_CHECK_INPUT(o.momentum() >= 0 && o.momentum() < 1, "optim.momentum = ", o.momentum(),
                  " must be in [0, 1)");
@@ -34,14 +41,17 @@ std::vector<torch::optim::OptimizerParamGroup> split_by_decay(const torch::nn::M
   std::vector<torch::Tensor> decay;
   std::vector<torch::Tensor> no_decay;
   for (const torch::Tensor& parameter : module.parameters()) {
-    if (!parameter.requires_grad()) continue;
+    if (!parameter.requires_grad())
+      continue;
     (parameter.dim() >= 2 ? decay : no_decay).push_back(parameter);
   }
   GroupOptions undecayed = decayed;
   undecayed.weight_decay(0.0);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (!decay.empty()) groups.emplace_back(decay, std::make_unique<GroupOptions>(decayed));
-  if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<GroupOptions>(undecayed));
+  if (!decay.empty())
+    groups.emplace_back(decay, std::make_unique<GroupOptions>(decayed));
+  if (!no_decay.empty())
+    groups.emplace_back(no_decay, std::make_unique<GroupOptions>(undecayed));
   BB_CHECK_INPUT(!groups.empty(), "the model has no trainable parameters");
   return groups;
 }
@@ -66,7 +76,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const torch::nn::Module&
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+  for (auto& group : optimizer.param_groups())
+    group.options().set_lr(lr);
 }
 
 }  // namespace bigbatch::engine

@@ -8,9 +8,12 @@
 namespace bigbatch::engine {
 
 LrScaling parse_lr_scaling(const std::string& text, const std::string& field) {
-  if (text == "none") return LrScaling::kNone;
-  if (text == "linear") return LrScaling::kLinear;
-  if (text == "sqrt") return LrScaling::kSqrt;
+  if (text == "none")
+    return LrScaling::kNone;
+  if (text == "linear")
+    return LrScaling::kLinear;
+  if (text == "sqrt")
+    return LrScaling::kSqrt;
   throw InputError(cat(field, " = \"", text, "\" is not a scaling rule; expected one of \"none\", ",
                        "\"linear\", \"sqrt\""));
 }
@@ -29,7 +32,9 @@ std::string to_string(LrScaling scaling) {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 double scaled_lr(double base_lr, LrScaling scaling, int64_t global_batch, int64_t base_batch) {
   const double ratio = static_cast<double>(global_batch) / static_cast<double>(base_batch);
@@ -67,8 +72,9 @@ Plan resolve_plan(const BatchOptions& options) {
   plan.world_size = options.world_size();
   if (options.micro_batch() > 0 && options.accum_steps() > 0) {
     BB_CHECK_INPUT(options.micro_batch() * options.accum_steps() == global,
-                   "batch.micro_batch = ", options.micro_batch(), " times batch.accum_steps = ",
-                   options.accum_steps(), " is ", options.micro_batch() * options.accum_steps(),
+                   "batch.micro_batch = ", options.micro_batch(),
+                   " times batch.accum_steps = ", options.accum_steps(), " is ",
+                   options.micro_batch() * options.accum_steps(),
                    ", not batch.global_batch = ", global, "; set only one of the two");
     plan.micro_batch = options.micro_batch();
   } else if (options.micro_batch() > 0) {
@@ -76,8 +82,9 @@ Plan resolve_plan(const BatchOptions& options) {
   } else if (options.accum_steps() > 0) {
     plan.micro_batch = ceil_div(global, options.accum_steps());
     BB_CHECK_INPUT(ceil_div(global, plan.micro_batch) == options.accum_steps(),
-                   "batch.accum_steps = ", options.accum_steps(), " cannot split batch.global_batch = ",
-                   global, " into micro-batches of one size plus a smaller last one; set ",
+                   "batch.accum_steps = ", options.accum_steps(),
+                   " cannot split batch.global_batch = ", global,
+                   " into micro-batches of one size plus a smaller last one; set ",
                    "batch.micro_batch instead");
   } else {
     plan.micro_batch = global;
@@ -87,8 +94,8 @@ Plan resolve_plan(const BatchOptions& options) {
   plan.base_batch = options.base_batch() == 0 ? global : options.base_batch();
   BB_CHECK_INPUT(plan.base_batch > 0, "optim.base_batch = ", options.base_batch(),
                  " must be a positive sample count (or 0 for the global batch)");
-  BB_CHECK_INPUT(std::isfinite(options.base_lr()) && options.base_lr() > 0, "optim.lr = ",
-                 options.base_lr(), " must be a positive, finite learning rate");
+  BB_CHECK_INPUT(std::isfinite(options.base_lr()) && options.base_lr() > 0,
+                 "optim.lr = ", options.base_lr(), " must be a positive, finite learning rate");
   plan.base_lr = options.base_lr();
   plan.lr_scaling = options.lr_scaling();
   plan.lr = scaled_lr(plan.base_lr, plan.lr_scaling, global, plan.base_batch);
@@ -113,12 +120,14 @@ void Plan::describe(Table& table) const {
   }
   table.add("global_batch", std::to_string(global_batch), "samples per optimizer step");
   table.add("micro_batch", std::to_string(micro_batch), "samples per forward/backward pass");
-  table.add("accum_steps", std::to_string(accum_steps), "micro-batches per optimizer step: " + split);
+  table.add("accum_steps", std::to_string(accum_steps),
+            "micro-batches per optimizer step: " + split);
   table.add("world_size", std::to_string(world_size), "processes (data parallel)");
   char lr_text[64];
   std::snprintf(lr_text, sizeof(lr_text), "%.4g", lr);
   std::string rule = "base lr " + cat(base_lr) + " at batch " + std::to_string(base_batch);
-  if (lr_scaling != LrScaling::kNone) rule += ", " + to_string(lr_scaling) + " scaling";
+  if (lr_scaling != LrScaling::kNone)
+    rule += ", " + to_string(lr_scaling) + " scaling";
   table.add("lr", lr_text, rule);
 }
 

@@ -114,7 +114,8 @@ TrainSummary Trainer::fit() {
     record.elapsed_seconds = seconds_since(start);
     record.samples_per_second = static_cast<double>(result.counts.samples) / step_seconds;
     record.tokens_per_second = static_cast<double>(result.counts.tokens) / step_seconds;
-    for (metrics::MetricsSink* sink : sinks_) sink->on_window(record);
+    for (metrics::MetricsSink* sink : sinks_)
+      sink->on_window(record);
 
     const bool last = result.step == options_.total_steps();
     const bool due = options_.eval_every() > 0 && result.step % options_.eval_every() == 0;
@@ -125,7 +126,8 @@ TrainSummary Trainer::fit() {
     }
   }
   summary.seconds = seconds_since(start);
-  for (metrics::MetricsSink* sink : sinks_) sink->on_finish();
+  for (metrics::MetricsSink* sink : sinks_)
+    sink->on_finish();
   return summary;
 }
 
@@ -149,8 +151,8 @@ metrics::EvalRecord Trainer::evaluate() {
   }
   metrics::EvalRecord record;
   record.step = steps_taken_;
-  record.loss = loss_sum / static_cast<double>(std::max<int64_t>(
-                               1, total.units(setup_.objective->unit())));
+  record.loss =
+      loss_sum / static_cast<double>(std::max<int64_t>(1, total.units(setup_.objective->unit())));
   record.samples = total.samples;
   record.tokens = total.tokens;
   record.seconds = seconds_since(start);
@@ -158,7 +160,8 @@ metrics::EvalRecord Trainer::evaluate() {
 }
 
 void Trainer::report_eval(metrics::EvalRecord record) {
-  for (metrics::MetricsSink* sink : sinks_) sink->on_eval(record);
+  for (metrics::MetricsSink* sink : sinks_)
+    sink->on_eval(record);
 }
 
 }  // namespace bigbatch::engine

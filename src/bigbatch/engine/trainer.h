@@ -43,15 +43,15 @@ struct TrainingSetup {
 
 /// How training went.
 struct TrainSummary {
-  int64_t steps = 0;                ///< optimizer steps taken
-  int64_t epochs_started = 0;       ///< epochs the data order reached
-  double last_train_loss = 0.0;     ///< mean loss of the last window
-  double first_val_loss = 0.0;      ///< before training (NaN without validation data)
-  double last_val_loss = 0.0;       ///< after training (NaN without validation data)
-  int64_t samples = 0;              ///< training samples seen
-  int64_t tokens = 0;               ///< counted training tokens seen
-  double seconds = 0.0;             ///< wall time of the loop, evaluation included
-  double train_seconds = 0.0;       ///< wall time of the windows alone
+  int64_t steps = 0;             ///< optimizer steps taken
+  int64_t epochs_started = 0;    ///< epochs the data order reached
+  double last_train_loss = 0.0;  ///< mean loss of the last window
+  double first_val_loss = 0.0;   ///< before training (NaN without validation data)
+  double last_val_loss = 0.0;    ///< after training (NaN without validation data)
+  int64_t samples = 0;           ///< training samples seen
+  int64_t tokens = 0;            ///< counted training tokens seen
+  double seconds = 0.0;          ///< wall time of the loop, evaluation included
+  double train_seconds = 0.0;    ///< wall time of the windows alone
 };
 
 /// Runs the loop in numbered phases per window:

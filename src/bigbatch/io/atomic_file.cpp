@@ -22,11 +22,13 @@ namespace {
 void write_file_atomically(const std::string& path, const std::string& content) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create", temporary, errno);
+  if (fd < 0)
+    fail("cannot create", temporary, errno);
   size_t written = 0;
   while (written < content.size()) {
     const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR)
+      continue;
     if (n <= 0) {
       const int error = n < 0 ? errno : EIO;
       ::close(fd);
@@ -46,7 +48,8 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     fail("cannot rename into", path, error);
   }
   std::string directory = std::filesystem::path(path).parent_path().string();
-  if (directory.empty()) directory = ".";
+  if (directory.empty())
+    directory = ".";
   const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);

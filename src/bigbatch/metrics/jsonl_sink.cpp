@@ -33,15 +33,17 @@ void JsonlSink::on_window(const WindowRecord& r) {
 }
 
 void JsonlSink::on_eval(const EvalRecord& r) {
-  const nlohmann::json line = {{"type", "eval"},       {"step", r.step},     {"loss", r.loss},
-                               {"samples", r.samples}, {"tokens", r.tokens}, {"seconds", r.seconds}};
+  const nlohmann::json line = {{"type", "eval"},     {"step", r.step},
+                               {"loss", r.loss},     {"samples", r.samples},
+                               {"tokens", r.tokens}, {"seconds", r.seconds}};
   write_line(line.dump());
 }
 
 void JsonlSink::write_line(const std::string& line) {
   out_ << line << '\n';
   out_.flush();
-  if (!out_) throw std::runtime_error("failed writing metrics file " + path_);
+  if (!out_)
+    throw std::runtime_error("failed writing metrics file " + path_);
 }
 
 }  // namespace bigbatch::metrics

@@ -47,7 +47,8 @@ void ProgressPrinter::on_window(const WindowRecord& r) {
   }
   const bool due = r.step == 1 || r.step == r.total_steps ||
                    (options_.log_every > 0 && r.step % options_.log_every == 0);
-  if (!due) return;
+  if (!due)
+    return;
   out_ << step_text << fields << "  grad_norm " << format("%.3f", r.grad_norm) << "  elapsed "
        << human_duration(r.elapsed_seconds) << "\n"
        << std::flush;
@@ -57,18 +58,23 @@ void ProgressPrinter::on_eval(const EvalRecord& r) {
   end_bar_line();
   out_ << "eval  step " << r.step << "  val_loss " << format("%.4f", r.loss) << "  ("
        << human_count(static_cast<double>(options_.count_tokens ? r.tokens : r.samples))
-       << (options_.count_tokens ? " tokens" : " samples") << ", "
-       << format("%.1f", r.seconds) << "s)\n"
+       << (options_.count_tokens ? " tokens" : " samples") << ", " << format("%.1f", r.seconds)
+       << "s)\n"
        << std::flush;
 }
 
-void ProgressPrinter::on_finish() { end_bar_line(); }
+void ProgressPrinter::on_finish() {
+  end_bar_line();
+}
 
 void ProgressPrinter::end_bar_line() {
-  if (bar_drawn_) out_ << "\n";
+  if (bar_drawn_)
+    out_ << "\n";
   bar_drawn_ = false;
 }
 
-bool is_terminal(int fd) { return ::isatty(fd) == 1; }
+bool is_terminal(int fd) {
+  return ::isatty(fd) == 1;
+}
 
 }  // namespace bigbatch::metrics

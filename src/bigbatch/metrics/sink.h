@@ -7,18 +7,18 @@ namespace bigbatch::metrics {
 
 /// One optimizer step (one accumulation window).
 struct WindowRecord {
-  int64_t step = 0;           ///< optimizer steps taken, this one included
-  int64_t total_steps = 0;    ///< planned optimizer steps
-  int64_t epoch = 0;          ///< 0-based epoch the window was drawn from
-  double loss = 0.0;          ///< the window's true mean loss
-  double lr = 0.0;            ///< learning rate of this step
-  double grad_norm = 0.0;     ///< window-gradient norm before clipping
-  bool clipped = false;       ///< whether clipping acted
-  int64_t samples = 0;        ///< samples in the window
-  int64_t tokens = 0;         ///< counted tokens in the window (samples for sample losses)
-  int64_t micro_batches = 0;  ///< backward passes in the window
-  double step_seconds = 0.0;  ///< wall time of this window
-  double elapsed_seconds = 0.0;   ///< wall time since training started
+  int64_t step = 0;                 ///< optimizer steps taken, this one included
+  int64_t total_steps = 0;          ///< planned optimizer steps
+  int64_t epoch = 0;                ///< 0-based epoch the window was drawn from
+  double loss = 0.0;                ///< the window's true mean loss
+  double lr = 0.0;                  ///< learning rate of this step
+  double grad_norm = 0.0;           ///< window-gradient norm before clipping
+  bool clipped = false;             ///< whether clipping acted
+  int64_t samples = 0;              ///< samples in the window
+  int64_t tokens = 0;               ///< counted tokens in the window (samples for sample losses)
+  int64_t micro_batches = 0;        ///< backward passes in the window
+  double step_seconds = 0.0;        ///< wall time of this window
+  double elapsed_seconds = 0.0;     ///< wall time since training started
   double samples_per_second = 0.0;  ///< over this window
   double tokens_per_second = 0.0;   ///< over this window
 };

@@ -1,0 +1,193 @@
+// `bigbatch` as a user runs it: the real binary, its exit codes, messages and run directory.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& arguments) {
+  const std::string command = std::string(BIGBATCH_CLI_PATH) + " " + arguments + " 2>&1";
+  Result result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr)
+    return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+/// About 40 KB of varied English text.
+std::string small_corpus() {
+  const char* words[] = {"the",   "quick", "brown", "fox",  "jumps", "over", "a",   "lazy", "dog",
+                         "while", "seven", "wise",  "owls", "watch", "from", "old", "trees"};
+  std::ostringstream text;
+  uint64_t state = 12345;
+  for (int i = 0; i < 7000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    text << words[(state >> 33) % 17] << ((state >> 20) % 9 == 0 ? ".\n" : " ");
+  }
+  return text.str();
+}
+
+/// A tiny, fast GPT run on the small corpus.
+const char* kTinyGpt =
+    "-s gpt.layers=1 -s gpt.embed=16 -s gpt.heads=2 -s gpt.context=16 -s batch.global_batch=16 "
+    "-s batch.micro_batch=4 -s data.split_block=512 -s train.eval_every=2 -s train.eval_samples=32 "
+    "-s sample.bytes=20";
+
+class TrainCommand : public ::testing::Test {
+ protected:
+  void SetUp() override { corpus_ = dir_.write("corpus.txt", small_corpus()); }
+  std::string corpus_arg() const { return "-s data.path='" + corpus_.string() + "' "; }
+  std::string run_dir(const std::string& name) const { return (dir_.path() / name).string(); }
+
+  testing::TempDir dir_;
+  fs::path corpus_;
+};
+
+TEST_F(TrainCommand, TrainsAndWritesAFinishedRunDirectory) {
+  const std::string out = run_dir("run");
+  const Result r = run("train " + corpus_arg() + kTinyGpt + " --steps 4 --run-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("global_batch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("4 x 4"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("val_loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sample (temperature"), std::string::npos) << r.output;
+  for (const char* file : {"config.toml", "plan.txt", "metrics.jsonl", "summary.json"}) {
+    EXPECT_TRUE(fs::exists(fs::path(out) / file)) << file;
+  }
+  std::istringstream metrics(testing::read_file(fs::path(out) / "metrics.jsonl"));
+  std::string line;
+  int windows = 0;
+  int evals = 0;
+  while (std::getline(metrics, line)) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] == "window") {
+      ++windows;
+      EXPECT_EQ(record["step"], windows);
+      EXPECT_EQ(record["samples"], 16);
+      EXPECT_EQ(record["micro_batches"], 4);
+    } else {
+      ++evals;
+    }
+  }
+  EXPECT_EQ(windows, 4);
+  EXPECT_EQ(evals, 3);  // before training, after step 2, after step 4
+  const auto summary = nlohmann::json::parse(testing::read_file(fs::path(out) / "summary.json"));
+  EXPECT_EQ(summary["finished"], true);
+  EXPECT_EQ(summary["steps"], 4);
+  EXPECT_LT(summary["last_val_loss"].get<double>(), summary["first_val_loss"].get<double>());
+
+  // The resolved config reproduces the run's plan.
+  const Result again = run("train --plan --config " + out + "/config.toml");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("4 x 4"), std::string::npos) << again.output;
+}
+
+TEST_F(TrainCommand, TrainsTheMlpWithSampleLosses) {
+  const Result r = run("train " + corpus_arg() +
+                       "-s model.kind=mlp -s mlp.hidden=32 -s batch.global_batch=32 "
+                       "-s batch.micro_batch=12 -s data.split_block=512 -s train.eval_samples=64 "
+                       "--steps 3 --run-dir " +
+                       run_dir("mlp"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 x 12 + 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("per sample"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(fs::path(run_dir("mlp")) / "summary.json"));
+}
+
+/// A bad input: exit code 2, a message containing `expected`, and no run directory.
+void expect_input_error(const Result& r, const std::string& expected, const std::string& dir) {
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir)) << "a run directory was left behind for: " << r.output;
+}
+
+TEST_F(TrainCommand, MissingEmptyAndTooShortCorporaAreInputErrors) {
+  const std::string out = run_dir("never");
+  expect_input_error(run("train -s data.path=/nonexistent/corpus.txt --run-dir " + out),
+                     "/nonexistent/corpus.txt", out);
+  const fs::path empty = dir_.write("empty.txt", "");
+  expect_input_error(run("train -s data.path=" + empty.string() + " --run-dir " + out), "empty",
+                     out);
+  const fs::path tiny = dir_.write("tiny.txt", "just a few bytes of text, far too short");
+  expect_input_error(
+      run("train -s data.path=" + tiny.string() + " -s data.val_fraction=0 --run-dir " + out),
+      "fewer than batch.global_batch = 64", out);
+}
+
+TEST_F(TrainCommand, ConfigMistakesAreInputErrors) {
+  const std::string out = run_dir("never");
+  const fs::path malformed = dir_.write("bad.toml", "[batch]\nglobal_batch = = 64\n");
+  expect_input_error(run("train --config " + malformed.string() + " --run-dir " + out),
+                     "bad.toml:2:", out);
+  const fs::path typo = dir_.write("typo.toml", "[batch]\nglobal_bach = 128\n");
+  expect_input_error(run("train --config " + typo.string() + " --run-dir " + out),
+                     "did you mean \"batch.global_batch\"", out);
+  expect_input_error(run("train -s batch.global_batch='\"64\"' --run-dir " + out),
+                     "expected an integer", out);
+  expect_input_error(run("train --config /nonexistent.toml --run-dir " + out),
+                     "/nonexistent.toml does not exist", out);
+  expect_input_error(run("train -s optim.name=adam --run-dir " + out), "optim.name", out);
+}
+
+TEST_F(TrainCommand, ImpossibleBatchSettingsAreInputErrors) {
+  const std::string out = run_dir("never");
+  expect_input_error(run("train " + corpus_arg() + "-s batch.micro_batch=128 --run-dir " + out),
+                     "batch.micro_batch = 128 is larger than batch.global_batch = 64", out);
+  expect_input_error(run("train " + corpus_arg() + "-s batch.global_batch=0 --run-dir " + out),
+                     "batch.global_batch = 0", out);
+  expect_input_error(run("train " + corpus_arg() + "-s batch.global_batch=-8 --run-dir " + out),
+                     "batch.global_batch = -8", out);
+  expect_input_error(run("train " + corpus_arg() +
+                         "-s batch.micro_batch=8 -s batch.accum_steps=4 --run-dir " + out),
+                     "not batch.global_batch = 64", out);
+}
+
+TEST_F(TrainCommand, RefusesToOverwriteAnotherRun) {
+  const fs::path taken = dir_.path() / "taken";
+  fs::create_directories(taken);
+  dir_.write("taken/summary.json", "{\"finished\": true}");
+  const Result r = run("train " + corpus_arg() + "--run-dir " + taken.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("already holds files"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::read_file(taken / "summary.json"), "{\"finished\": true}");
+}
+
+TEST(Cli, HelpAndUsage) {
+  const Result help = run("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("train"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("config"), std::string::npos) << help.output;
+  const Result train_help = run("train --help");
+  EXPECT_EQ(train_help.exit_code, 0);
+  EXPECT_NE(train_help.output.find("--set"), std::string::npos) << train_help.output;
+  EXPECT_EQ(run("").exit_code, 2);
+  EXPECT_EQ(run("fly").exit_code, 2);
+  EXPECT_EQ(run("train --no-such-flag").exit_code, 2);
+  const Result config = run("config");
+  EXPECT_EQ(config.exit_code, 0);
+  EXPECT_NE(config.output.find("global_batch = 64"), std::string::npos) << config.output;
+}
+
+}  // namespace
+}  // namespace bigbatch

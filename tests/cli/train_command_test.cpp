@@ -189,5 +189,13 @@ TEST(Cli, HelpAndUsage) {
   EXPECT_NE(config.output.find("global_batch = 64"), std::string::npos) << config.output;
 }
 
+TEST(Cli, ShippedConfigIsTheDefaultJob) {
+  const Result defaults = run("config");
+  const Result shipped = run(std::string("config --config ") + BIGBATCH_TEST_DATA_DIR +
+                             "/../configs/gpt-fortunes.toml");
+  ASSERT_EQ(shipped.exit_code, 0) << shipped.output;
+  EXPECT_EQ(shipped.output, defaults.output);
+}
+
 }  // namespace
 }  // namespace bigbatch

@@ -33,8 +33,10 @@ struct RunResult {
   RecordingSink sink;
 };
 
-/// 20 AdamW steps with clipping and warmup+cosine on an MLP, float64.
-RunResult train(int64_t micro_batch, int64_t dataset_bytes = 600) {
+/// 20 steps with clipping and warmup+cosine on an MLP, float64 (AdamW unless `optimizer` says).
+RunResult train(int64_t micro_batch, engine::OptimizerOptions optimizer_options =
+                                         engine::OptimizerOptions().weight_decay(0.1).beta2(0.99)) {
+  const int64_t dataset_bytes = 600;
   const data::ContextDataset dataset(random_bytes(dataset_bytes, 3),
                                      data::ContextDatasetOptions(4).name("train"));
   torch::manual_seed(5);
@@ -43,8 +45,7 @@ RunResult train(int64_t micro_batch, int64_t dataset_bytes = 600) {
   engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kSample);
   const engine::Plan plan = engine::resolve_plan(
       engine::BatchOptions().global_batch(64).micro_batch(micro_batch).base_lr(3e-3));
-  auto optimizer = engine::make_optimizer(
-      *model, engine::OptimizerOptions().lr(plan.lr).weight_decay(0.1).beta2(0.99));
+  auto optimizer = engine::make_optimizer(*model, optimizer_options.lr(plan.lr));
   const engine::LrSchedule schedule(
       engine::LrScheduleOptions().peak_lr(plan.lr).warmup_steps(5).total_steps(20));
   engine::TrainingSetup setup;
@@ -91,6 +92,19 @@ TEST(TrainingEquivalence, SameWeightsAfter20StepsFor1x64And8x8And5x12Plus4) {
   // And training did move the weights.
   const RunResult again = train(64);
   EXPECT_TRUE(torch::equal(again.weights, whole.weights));
+}
+
+TEST(TrainingEquivalence, SgdWithMomentumToo) {
+  const auto sgd = engine::OptimizerOptions()
+                       .kind(engine::OptimizerKind::kSgd)
+                       .momentum(0.9)
+                       .nesterov(true)
+                       .weight_decay(1e-2);
+  const RunResult whole = train(64, sgd);
+  const RunResult twelves = train(12, sgd);
+  const double scale = whole.weights.abs().max().item<double>();
+  EXPECT_LE((twelves.weights - whole.weights).abs().max().item<double>(), 1e-9 * scale);
+  EXPECT_FALSE(torch::equal(whole.weights, train(64).weights));  // it is not AdamW
 }
 
 TEST(TrainingEquivalence, ScheduleAdvancesOncePerOptimizerStep) {

@@ -5,6 +5,9 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -54,6 +57,26 @@ std::string value_text(const T& value) {
   std::ostringstream out;
   out << toml::value<T>(value);
   return out.str();
+}
+
+/// The shortest decimal that reads back as the same double (0.1, not 0.10000000000000001).
+template <>
+std::string value_text<double>(const double& value) {
+  if (!std::isfinite(value)) {
+    std::ostringstream out;
+    out << toml::value<double>(value);
+    return out.str();
+  }
+  char buffer[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value)
+      break;
+  }
+  std::string text = buffer;
+  if (text.find_first_of(".eEn") == std::string::npos)
+    text += ".0";  // TOML needs a float form
+  return text;
 }
 
 void collect_keys(const toml::table& table, const std::string& prefix,

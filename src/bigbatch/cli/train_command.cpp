@@ -1,9 +1,7 @@
 #include "bigbatch/cli/train_command.h"
 
-#include <chrono>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
+#include <cmath>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "bigbatch/cli/config_reader.h"
@@ -51,7 +49,7 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
     const auto options = data::SequenceDatasetOptions(config.gpt.context());
     w.train = std::make_unique<data::SequenceDataset>(
         corpus.train_shared(), data::SequenceDatasetOptions(options).name("train"));
-    if (!corpus.val().empty()) {
+    if (corpus.val().size() >= 2) {  // one input byte and its target
       w.val = std::make_unique<data::SequenceDataset>(
           corpus.val_shared(), data::SequenceDatasetOptions(options).name("validation"));
     }

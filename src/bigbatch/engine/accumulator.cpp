@@ -25,7 +25,7 @@ void GradientAccumulator::begin_window(const Counts& window) {
   declared_ = window;
   seen_ = Counts{};
   micro_batches_ = 0;
-  loss_sum_ = torch::zeros({}, torch::kFloat64);
+  loss_sum_ = torch::Tensor();
 }
 
 void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& micro) {
@@ -36,7 +36,9 @@ void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& 
            "the micro-batches hold more than the window declared: ", seen_.samples, " samples and ",
            seen_.tokens, " tokens against ", declared_.samples, " and ", declared_.tokens);
   ++micro_batches_;
-  loss_sum_ += loss_sum.detach().to(torch::kCPU, torch::kFloat64).reshape({});
+  // Summed on the loss's device, read once at the boundary: no device sync per micro-batch.
+  const torch::Tensor detached = loss_sum.detach().to(torch::kFloat64).reshape({});
+  loss_sum_ = loss_sum_.defined() ? loss_sum_ + detached : detached;
   window_normalised_loss(loss_sum.reshape({}), declared_.units(options_.unit())).backward();
 }
 

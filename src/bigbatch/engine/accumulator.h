@@ -113,7 +113,7 @@ class GradientAccumulator {
   Counts declared_;
   Counts seen_;
   int64_t micro_batches_ = 0;
-  torch::Tensor loss_sum_;  // () float64: sum of the window's micro-batch loss sums
+  torch::Tensor loss_sum_;  // () float64 on the loss's device: sum of the micro-batch loss sums
 };
 
 /// Global L2 norm of the gradients of `parameters` (undefined gradients skipped), as

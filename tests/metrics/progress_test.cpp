@@ -1,0 +1,84 @@
+#include "bigbatch/metrics/progress.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bigbatch/metrics/jsonl_sink.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+metrics::WindowRecord window(int64_t step) {
+  metrics::WindowRecord r;
+  r.step = step;
+  r.total_steps = 30;
+  r.loss = 2.5;
+  r.lr = 1e-3;
+  r.tokens = 4096;
+  r.samples = 64;
+  r.elapsed_seconds = static_cast<double>(step);
+  r.tokens_per_second = 4096;
+  return r;
+}
+
+TEST(ProgressPrinter, PlainLinesEveryLogEveryStepsAndTheFirstAndLast) {
+  std::ostringstream out;
+  metrics::ProgressOptions options;
+  options.log_every = 10;
+  metrics::ProgressPrinter progress(out, options);
+  for (int64_t step = 1; step <= 30; ++step)
+    progress.on_window(window(step));
+  metrics::EvalRecord eval;
+  eval.step = 30;
+  eval.loss = 2.25;
+  progress.on_eval(eval);
+  const std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5) << text;  // steps 1,10,20,30 + eval
+  EXPECT_NE(text.find("step  1/30 loss 2.5000  lr 1.00e-03  4.10k tok/s  ETA 29s"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("step 20/30"), std::string::npos);
+  EXPECT_NE(text.find("eval  step 30  val_loss 2.2500"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos);
+}
+
+TEST(ProgressPrinter, TerminalRedrawsOneLine) {
+  std::ostringstream out;
+  metrics::ProgressOptions options;
+  options.interactive = true;
+  metrics::ProgressPrinter progress(out, options);
+  progress.on_window(window(15));
+  progress.on_finish();
+  EXPECT_EQ(out.str(),
+            "\r\033[Kstep 15/30 [##########..........] loss 2.5000  lr 1.00e-03  "
+            "4.10k tok/s  ETA 15s\n");
+}
+
+TEST(JsonlSink, OneObjectPerLine) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "metrics.jsonl").string();
+  {
+    metrics::JsonlSink sink(path);
+    sink.on_window(window(1));
+    metrics::EvalRecord eval;
+    eval.step = 1;
+    eval.loss = 3.0;
+    sink.on_eval(eval);
+  }
+  std::istringstream lines(testing::read_file(path));
+  std::string line;
+  std::getline(lines, line);
+  const auto first = nlohmann::json::parse(line);
+  EXPECT_EQ(first["type"], "window");
+  EXPECT_EQ(first["step"], 1);
+  EXPECT_EQ(first["tokens"], 4096);
+  std::getline(lines, line);
+  EXPECT_EQ(nlohmann::json::parse(line)["type"], "eval");
+  EXPECT_THROW(metrics::JsonlSink("/nonexistent/dir/metrics.jsonl"), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace bigbatch

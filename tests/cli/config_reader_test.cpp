@@ -11,12 +11,7 @@ namespace {
 using cli::ConfigReader;
 
 std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "no error";
+  return testing::input_error_of(action);
 }
 
 TEST(ConfigReader, ReadsTypedValuesAndDefaults) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "support/test_support.h"
 
 namespace bigbatch {
 namespace {
@@ -14,12 +15,7 @@ using engine::LrScaling;
 using engine::resolve_plan;
 
 std::string error_of(const BatchOptions& options) {
-  try {
-    resolve_plan(options);
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "no error";
+  return testing::input_error_of([&] { resolve_plan(options); });
 }
 
 TEST(Plan, MicroBatchGivesAccumStepsAndRemainder) {

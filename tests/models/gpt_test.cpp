@@ -13,6 +13,8 @@
 namespace bigbatch::models {
 namespace {
 
+using bigbatch::testing::input_error_of;
+
 /// A small model that still has several heads and blocks.
 GptOptions small_options() {
   return GptOptions().context(16).layers(2).heads(4).embed(32);
@@ -21,18 +23,6 @@ GptOptions small_options() {
 /// Random bytes: (batch, time) int64.
 torch::Tensor random_bytes(int64_t batch, int64_t time) {
   return torch::randint(256, {batch, time}, torch::kLong);
-}
-
-/// Runs `action` and returns the message of the bigbatch::InputError it must throw.
-template <typename Action>
-std::string input_error_of(Action action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected bigbatch::InputError";
-  return "";
 }
 
 /// Expects `message` to contain every one of `parts`.

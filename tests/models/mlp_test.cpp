@@ -12,21 +12,11 @@
 namespace bigbatch::models {
 namespace {
 
+using bigbatch::testing::input_error_of;
+
 /// Random byte windows: (batch, context) int64 in [0, vocab).
 torch::Tensor random_inputs(int64_t batch, const MlpOptions& options) {
   return torch::randint(options.vocab(), {batch, options.context()}, torch::kLong);
-}
-
-/// Runs `action` and returns the message of the bigbatch::InputError it must throw.
-template <typename Action>
-std::string input_error_of(Action action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected bigbatch::InputError";
-  return "";
 }
 
 TEST(Mlp, ForwardGivesOneRowOfVocabLogitsPerWindow) {

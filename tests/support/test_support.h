@@ -3,8 +3,12 @@
 
 #include <torch/torch.h>
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <string>
+
+#include "bigbatch/core/check.h"
 
 namespace bigbatch::testing {
 
@@ -26,6 +30,19 @@ class TempDir {
 
 /// max |a - b| / max(|b|, tiny) taken norm-wise: ||a - b|| / ||b||.
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b);
+
+/// Runs `action` and returns the message of the bigbatch::InputError it must throw (a test
+/// failure, and "", when it throws none).
+template <typename Action>
+std::string input_error_of(Action action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected bigbatch::InputError";
+  return "";
+}
 
 /// Reads a whole file into a string (throws if it cannot be opened).
 std::string read_file(const std::filesystem::path& path);

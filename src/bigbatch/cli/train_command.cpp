@@ -53,9 +53,8 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
       w.val = std::make_unique<data::SequenceDataset>(
           corpus.val_shared(), data::SequenceDatasetOptions(options).name("validation"));
     }
-    models::Gpt gpt = w.gpt;
     w.objective = std::make_unique<engine::CrossEntropyObjective>(
-        engine::forward_of(gpt), engine::LossUnit::kToken, options.ignore_index());
+        engine::forward_of(w.gpt), engine::LossUnit::kToken, options.ignore_index());
   } else {
     models::Mlp mlp(config.mlp);
     mlp->to(dtype);

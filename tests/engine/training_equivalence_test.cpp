@@ -15,8 +15,10 @@ class RecordingSink : public metrics::MetricsSink {
  public:
   void on_window(const metrics::WindowRecord& r) override { windows.push_back(r); }
   void on_eval(const metrics::EvalRecord& r) override { evals.push_back(r); }
+  void on_notice(const std::string& message) override { notices.push_back(message); }
   std::vector<metrics::WindowRecord> windows;
   std::vector<metrics::EvalRecord> evals;
+  std::vector<std::string> notices;
 };
 
 std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
@@ -31,18 +33,43 @@ std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
 struct RunResult {
   torch::Tensor weights;  // all parameters, flattened
   RecordingSink sink;
+  engine::TrainSummary summary;
 };
 
-/// 20 steps with clipping and warmup+cosine on an MLP, float64 (AdamW unless `optimizer` says).
-RunResult train(int64_t micro_batch, engine::OptimizerOptions optimizer_options =
-                                         engine::OptimizerOptions().weight_decay(0.1).beta2(0.99)) {
+/// Delegates to another objective but throws c10::OutOfMemoryError on forward call number
+/// `fail_at` (1-based), as an allocator over its budget would; once only.
+class OutOfMemoryOnce : public engine::Objective {
+ public:
+  OutOfMemoryOnce(engine::Objective& inner, int64_t fail_at) : inner_(inner), fail_at_(fail_at) {}
+  engine::LossUnit unit() const override { return inner_.unit(); }
+  engine::Counts count(const data::Batch& batch) const override { return inner_.count(batch); }
+  torch::Tensor loss_sum(const data::Batch& batch) override {
+    if (++calls_ == fail_at_) {
+      C10_THROW_ERROR(OutOfMemoryError, "injected: out of memory in forward");
+    }
+    return inner_.loss_sum(batch);
+  }
+
+ private:
+  engine::Objective& inner_;
+  int64_t fail_at_;
+  int64_t calls_ = 0;
+};
+
+/// 20 steps with clipping and warmup+cosine on an MLP, float64 (AdamW unless `optimizer` says);
+/// `out_of_memory_at_call` > 0 injects one out-of-memory error at that forward call.
+RunResult train(int64_t micro_batch,
+                engine::OptimizerOptions optimizer_options =
+                    engine::OptimizerOptions().weight_decay(0.1).beta2(0.99),
+                int64_t out_of_memory_at_call = 0) {
   const int64_t dataset_bytes = 600;
   const data::ContextDataset dataset(random_bytes(dataset_bytes, 3),
                                      data::ContextDatasetOptions(4).name("train"));
   torch::manual_seed(5);
   models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
   model->to(torch::kFloat64);
-  engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kSample);
+  engine::CrossEntropyObjective plain(engine::forward_of(model), engine::LossUnit::kSample);
+  OutOfMemoryOnce objective(plain, out_of_memory_at_call);
   const engine::Plan plan = engine::resolve_plan(
       engine::BatchOptions().global_batch(64).micro_batch(micro_batch).base_lr(3e-3));
   auto optimizer = engine::make_optimizer(*model, optimizer_options.lr(plan.lr));
@@ -59,7 +86,7 @@ RunResult train(int64_t micro_batch, engine::OptimizerOptions optimizer_options 
   engine::Trainer trainer(setup,
                           engine::TrainerOptions().total_steps(20).max_grad_norm(0.5).seed(9));
   trainer.add_sink(&result.sink);
-  trainer.fit();
+  result.summary = trainer.fit();
   std::vector<torch::Tensor> flat;
   for (const auto& p : model->parameters())
     flat.push_back(p.detach().flatten().clone());
@@ -105,6 +132,28 @@ TEST(TrainingEquivalence, SgdWithMomentumToo) {
   const double scale = whole.weights.abs().max().item<double>();
   EXPECT_LE((twelves.weights - whole.weights).abs().max().item<double>(), 1e-9 * scale);
   EXPECT_FALSE(torch::equal(whole.weights, train(64).weights));  // it is not AdamW
+}
+
+TEST(TrainingEquivalence, OutOfMemoryMidWindowRestartsItAtHalfTheMicroBatch) {
+  // 8 micro-batches of 8 per window: call 19 is the third micro-batch of step 3.
+  const RunResult recovered =
+      train(8, engine::OptimizerOptions().weight_decay(0.1).beta2(0.99), 19);
+  const RunResult small = train(4);
+  ASSERT_EQ(recovered.sink.notices.size(), 1u);
+  EXPECT_NE(recovered.sink.notices[0].find("micro-batch 8 in step 3"), std::string::npos)
+      << recovered.sink.notices[0];
+  EXPECT_EQ(recovered.sink.windows[1].micro_batch, 8);
+  EXPECT_EQ(recovered.sink.windows[2].micro_batch, 4);
+  EXPECT_EQ(recovered.sink.windows[2].micro_batches, 16);
+  EXPECT_EQ(recovered.sink.windows[2].samples, 64);
+  EXPECT_EQ(recovered.summary.final_micro_batch, 4);
+  EXPECT_EQ(recovered.summary.samples, small.summary.samples);
+  const double scale = small.weights.abs().max().item<double>();
+  EXPECT_LE((recovered.weights - small.weights).abs().max().item<double>(), 1e-9 * scale);
+}
+
+TEST(TrainingEquivalence, OutOfMemoryAtMicroBatchOneIsAnError) {
+  EXPECT_THROW(train(1, engine::OptimizerOptions(), 5), c10::OutOfMemoryError);
 }
 
 TEST(TrainingEquivalence, ScheduleAdvancesOncePerOptimizerStep) {

@@ -63,12 +63,22 @@ WindowResult GradientAccumulator::step() {
   result.lr = optimizer_.param_groups().front().options().get_lr();
 
   optimizer_.step();
-  for (torch::Tensor& parameter : parameters_) {
-    if (parameter.grad().defined())
-      parameter.mutable_grad().reset();  // free until next window
-  }
+  free_gradients();  // until the next window
   result.step = ++steps_taken_;
   return result;
+}
+
+void GradientAccumulator::abort_window() {
+  if (!window_open_) return;
+  window_open_ = false;
+  loss_sum_ = torch::Tensor();
+  free_gradients();
+}
+
+void GradientAccumulator::free_gradients() {
+  for (torch::Tensor& parameter : parameters_) {
+    if (parameter.grad().defined()) parameter.mutable_grad().reset();
+  }
 }
 
 double gradient_norm(const std::vector<torch::Tensor>& parameters) {

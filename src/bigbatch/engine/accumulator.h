@@ -94,6 +94,11 @@ class GradientAccumulator {
   /// did not add up to the counts declared by begin_window.
   WindowResult step();
 
+  /// Abandons the open window: its partial gradients are freed and nothing is stepped, so the
+  /// same window can be run again (for example with smaller micro-batches after running out of
+  /// memory). Does nothing when no window is open.
+  void abort_window();
+
   /// Optimizer steps taken so far.
   int64_t steps_taken() const { return steps_taken_; }
   /// Continues counting from `steps` (for resuming); the schedule follows.
@@ -104,6 +109,8 @@ class GradientAccumulator {
   const AccumulatorOptions& options() const { return options_; }
 
  private:
+  void free_gradients();
+
   std::vector<torch::Tensor> parameters_;
   torch::optim::Optimizer& optimizer_;
   const LrSchedule* schedule_;

@@ -40,6 +40,7 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
   BB_CHECK(setup.model && setup.objective && setup.optimizer && setup.schedule && setup.plan &&
                setup.train_data,
            "TrainingSetup is missing a part");
+  plan_ = *setup.plan;
   BB_CHECK_INPUT(options.total_steps() > 0, "train.steps = ", options.total_steps(),
                  " must be positive");
   BB_CHECK_INPUT(options.eval_every() >= 0, "train.eval_every = ", options.eval_every(),
@@ -49,13 +50,11 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
 }
 
 TrainSummary Trainer::fit() {
-  const Plan& plan = *setup_.plan;
   torch::nn::Module& model = *setup_.model;
-  Objective& objective = *setup_.objective;
   GradientAccumulator accumulator(
       model.parameters(), *setup_.optimizer, setup_.schedule,
-      AccumulatorOptions().unit(objective.unit()).max_grad_norm(options_.max_grad_norm()));
-  WindowSampler sampler(setup_.train_data->size(), plan.global_batch, options_.seed());
+      AccumulatorOptions().unit(setup_.objective->unit()).max_grad_norm(options_.max_grad_norm()));
+  WindowSampler sampler(setup_.train_data->size(), plan_.global_batch, options_.seed());
 
   TrainSummary summary;
   summary.first_val_loss = summary.last_val_loss = std::numeric_limits<double>::quiet_NaN();
@@ -70,27 +69,8 @@ TrainSummary Trainer::fit() {
   ModeGuard training(model, true);
   while (accumulator.steps_taken() < options_.total_steps()) {
     const auto window_start = Clock::now();
-    // 1. Take a window and cut it into micro-batches.
-    const Window window = sampler.next();
-    std::vector<data::Batch> micro_batches;
-    std::vector<Counts> micro_counts;
-    Counts window_counts;
-    int64_t offset = 0;
-    for (const int64_t size : plan.split_window(static_cast<int64_t>(window.indices.size()))) {
-      const std::vector<int64_t> part(window.indices.begin() + offset,
-                                      window.indices.begin() + offset + size);
-      offset += size;
-      micro_batches.push_back(setup_.train_data->get(part));
-      micro_counts.push_back(objective.count(micro_batches.back()));
-      window_counts += micro_counts.back();
-    }
-    // 2. Forward and backward each micro-batch, normalised by the whole window.
-    accumulator.begin_window(window_counts);
-    for (size_t i = 0; i < micro_batches.size(); ++i) {
-      accumulator.backward(objective.loss_sum(micro_batches[i]), micro_counts[i]);
-    }
-    // 3. Boundary: clip, schedule, step, zero.
-    const WindowResult result = accumulator.step();
+    const Window window = sampler.next();                         // 1. take a window
+    const WindowResult result = run_window(accumulator, window);  // 2. + 3.
     // 4. Observe.
     const double step_seconds = seconds_since(window_start);
     summary.train_seconds += step_seconds;
@@ -99,21 +79,8 @@ TrainSummary Trainer::fit() {
     summary.last_train_loss = result.mean_loss;
     summary.samples += result.counts.samples;
     summary.tokens += result.counts.tokens;
-    metrics::WindowRecord record;
-    record.step = result.step;
-    record.total_steps = options_.total_steps();
-    record.epoch = window.epoch;
-    record.loss = result.mean_loss;
-    record.lr = result.lr;
-    record.grad_norm = result.grad_norm;
-    record.clipped = result.clipped;
-    record.samples = result.counts.samples;
-    record.tokens = result.counts.tokens;
-    record.micro_batches = result.micro_batches;
-    record.step_seconds = step_seconds;
-    record.elapsed_seconds = seconds_since(start);
-    record.samples_per_second = static_cast<double>(result.counts.samples) / step_seconds;
-    record.tokens_per_second = static_cast<double>(result.counts.tokens) / step_seconds;
+    const metrics::WindowRecord record =
+        make_record(result, window.epoch, step_seconds, seconds_since(start));
     for (metrics::MetricsSink* sink : sinks_)
       sink->on_window(record);
 
@@ -125,10 +92,76 @@ TrainSummary Trainer::fit() {
       report_eval(eval);
     }
   }
+  summary.final_micro_batch = plan_.micro_batch;
   summary.seconds = seconds_since(start);
   for (metrics::MetricsSink* sink : sinks_)
     sink->on_finish();
   return summary;
+}
+
+Trainer::PreparedWindow Trainer::prepare(const Window& window) const {
+  PreparedWindow prepared;
+  int64_t offset = 0;
+  for (const int64_t size : plan_.split_window(static_cast<int64_t>(window.indices.size()))) {
+    const std::vector<int64_t> part(window.indices.begin() + offset,
+                                    window.indices.begin() + offset + size);
+    offset += size;
+    prepared.batches.push_back(setup_.train_data->get(part));
+    prepared.counts.push_back(setup_.objective->count(prepared.batches.back()));
+    prepared.total += prepared.counts.back();
+  }
+  return prepared;
+}
+
+WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window& window) {
+  while (true) {
+    const PreparedWindow prepared = prepare(window);
+    try {
+      // 2. Forward and backward each micro-batch, normalised by the whole window.
+      accumulator.begin_window(prepared.total);
+      for (size_t i = 0; i < prepared.batches.size(); ++i) {
+        accumulator.backward(setup_.objective->loss_sum(prepared.batches[i]), prepared.counts[i]);
+      }
+      // 3. Boundary: clip, schedule, step, zero.
+      return accumulator.step();
+    } catch (const c10::OutOfMemoryError& error) {
+      // The window starts over from its first micro-batch with half the micro-batch: no sample
+      // is skipped or counted twice, and the window gradient is the same sum as before.
+      accumulator.abort_window();
+      if (!options_.retry_on_oom() || plan_.micro_batch == 1)
+        throw;
+      const int64_t smaller = plan_.micro_batch / 2;
+      for (metrics::MetricsSink* sink : sinks_) {
+        sink->on_notice(cat("out of memory at micro-batch ", plan_.micro_batch, " in step ",
+                            accumulator.steps_taken() + 1,
+                            "; restarting the window at micro-batch ", smaller,
+                            " (global batch unchanged)"));
+      }
+      plan_.micro_batch = smaller;
+      plan_.accum_steps = (plan_.global_batch + smaller - 1) / smaller;
+    }
+  }
+}
+
+metrics::WindowRecord Trainer::make_record(const WindowResult& result, int64_t epoch,
+                                           double step_seconds, double elapsed_seconds) const {
+  metrics::WindowRecord record;
+  record.step = result.step;
+  record.total_steps = options_.total_steps();
+  record.epoch = epoch;
+  record.loss = result.mean_loss;
+  record.lr = result.lr;
+  record.grad_norm = result.grad_norm;
+  record.clipped = result.clipped;
+  record.samples = result.counts.samples;
+  record.tokens = result.counts.tokens;
+  record.micro_batches = result.micro_batches;
+  record.micro_batch = plan_.micro_batch;
+  record.step_seconds = step_seconds;
+  record.elapsed_seconds = elapsed_seconds;
+  record.samples_per_second = static_cast<double>(result.counts.samples) / step_seconds;
+  record.tokens_per_second = static_cast<double>(result.counts.tokens) / step_seconds;
+  return record;
 }
 
 metrics::EvalRecord Trainer::evaluate() {
@@ -142,8 +175,8 @@ metrics::EvalRecord Trainer::evaluate() {
       options_.eval_samples() > 0 ? std::min(options_.eval_samples(), available) : available;
   double loss_sum = 0.0;
   Counts total;
-  for (int64_t begin = 0; begin < count; begin += setup_.plan->micro_batch) {
-    std::vector<int64_t> indices(std::min(setup_.plan->micro_batch, count - begin));
+  for (int64_t begin = 0; begin < count; begin += plan_.micro_batch) {
+    std::vector<int64_t> indices(std::min(plan_.micro_batch, count - begin));
     std::iota(indices.begin(), indices.end(), begin);
     const data::Batch batch = val.get(indices);
     total += setup_.objective->count(batch);

@@ -11,6 +11,7 @@
 #include "bigbatch/engine/lr_schedule.h"
 #include "bigbatch/engine/objective.h"
 #include "bigbatch/engine/plan.h"
+#include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/metrics/sink.h"
 
 namespace bigbatch::engine {
@@ -28,6 +29,9 @@ struct TrainerOptions {
   TORCH_ARG(uint64_t, seed) = 1;
   /// Clip the window gradient to this norm; 0: no clipping.
   TORCH_ARG(double, max_grad_norm) = 0.0;
+  /// On c10::OutOfMemoryError inside a window, restart the window with half the micro-batch
+  /// (down to 1) instead of failing.
+  TORCH_ARG(bool, retry_on_oom) = true;
 };
 
 /// Everything the loop works on; the trainer holds references, the caller owns them.
@@ -43,20 +47,22 @@ struct TrainingSetup {
 
 /// How training went.
 struct TrainSummary {
-  int64_t steps = 0;             ///< optimizer steps taken
-  int64_t epochs_started = 0;    ///< epochs the data order reached
-  double last_train_loss = 0.0;  ///< mean loss of the last window
-  double first_val_loss = 0.0;   ///< before training (NaN without validation data)
-  double last_val_loss = 0.0;    ///< after training (NaN without validation data)
-  int64_t samples = 0;           ///< training samples seen
-  int64_t tokens = 0;            ///< counted training tokens seen
-  double seconds = 0.0;          ///< wall time of the loop, evaluation included
-  double train_seconds = 0.0;    ///< wall time of the windows alone
+  int64_t steps = 0;              ///< optimizer steps taken
+  int64_t epochs_started = 0;     ///< epochs the data order reached
+  double last_train_loss = 0.0;   ///< mean loss of the last window
+  double first_val_loss = 0.0;    ///< before training (NaN without validation data)
+  double last_val_loss = 0.0;     ///< after training (NaN without validation data)
+  int64_t samples = 0;            ///< training samples seen
+  int64_t tokens = 0;             ///< counted training tokens seen
+  double seconds = 0.0;           ///< wall time of the loop, evaluation included
+  double train_seconds = 0.0;     ///< wall time of the windows alone
+  int64_t final_micro_batch = 0;  ///< micro-batch at the end (smaller after out-of-memory)
 };
 
 /// Runs the loop in numbered phases per window:
 ///   1 take a window of sample indices and split it into micro-batches (plan.split_window)
-///   2 count the window, then forward + backward each micro-batch (GradientAccumulator)
+///   2 count the window, then forward + backward each micro-batch (GradientAccumulator); out of
+///     memory restarts the window at half the micro-batch
 ///   3 boundary: clip, lr schedule, optimizer step, zero gradients
 ///   4 observe: metrics sinks; evaluate when due
 class Trainer {
@@ -70,10 +76,21 @@ class Trainer {
   metrics::EvalRecord evaluate();
 
  private:
+  /// A window's micro-batches, gathered and counted before the first forward pass.
+  struct PreparedWindow {
+    std::vector<data::Batch> batches;
+    std::vector<Counts> counts;
+    Counts total;
+  };
+  PreparedWindow prepare(const Window& window) const;
+  WindowResult run_window(GradientAccumulator& accumulator, const Window& window);
+  metrics::WindowRecord make_record(const WindowResult& result, int64_t epoch, double step_seconds,
+                                    double elapsed_seconds) const;
   void report_eval(metrics::EvalRecord record);
 
   TrainingSetup setup_;
   TrainerOptions options_;
+  Plan plan_;  ///< a copy: the micro-batch can shrink after running out of memory
   std::vector<metrics::MetricsSink*> sinks_;
   int64_t steps_taken_ = 0;
 };

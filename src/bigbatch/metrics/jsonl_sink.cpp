@@ -25,6 +25,7 @@ void JsonlSink::on_window(const WindowRecord& r) {
                                {"samples", r.samples},
                                {"tokens", r.tokens},
                                {"micro_batches", r.micro_batches},
+                               {"micro_batch", r.micro_batch},
                                {"step_seconds", r.step_seconds},
                                {"elapsed_seconds", r.elapsed_seconds},
                                {"samples_per_second", r.samples_per_second},
@@ -37,6 +38,10 @@ void JsonlSink::on_eval(const EvalRecord& r) {
                                {"loss", r.loss},     {"samples", r.samples},
                                {"tokens", r.tokens}, {"seconds", r.seconds}};
   write_line(line.dump());
+}
+
+void JsonlSink::on_notice(const std::string& message) {
+  write_line(nlohmann::json{{"type", "notice"}, {"message", message}}.dump());
 }
 
 void JsonlSink::write_line(const std::string& line) {

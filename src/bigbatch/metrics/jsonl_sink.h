@@ -17,6 +17,7 @@ class JsonlSink : public MetricsSink {
   explicit JsonlSink(const std::string& path);
   void on_window(const WindowRecord& record) override;
   void on_eval(const EvalRecord& record) override;
+  void on_notice(const std::string& message) override;
 
  private:
   void write_line(const std::string& line);

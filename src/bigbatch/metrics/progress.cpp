@@ -63,6 +63,11 @@ void ProgressPrinter::on_eval(const EvalRecord& r) {
        << std::flush;
 }
 
+void ProgressPrinter::on_notice(const std::string& message) {
+  end_bar_line();
+  out_ << "note: " << message << "\n" << std::flush;
+}
+
 void ProgressPrinter::on_finish() {
   end_bar_line();
 }

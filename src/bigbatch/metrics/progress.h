@@ -25,6 +25,7 @@ class ProgressPrinter : public MetricsSink {
   ProgressPrinter(std::ostream& out, ProgressOptions options);
   void on_window(const WindowRecord& record) override;
   void on_eval(const EvalRecord& record) override;
+  void on_notice(const std::string& message) override;
   void on_finish() override;
 
  private:

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace bigbatch::metrics {
 
@@ -17,6 +18,7 @@ struct WindowRecord {
   int64_t samples = 0;              ///< samples in the window
   int64_t tokens = 0;               ///< counted tokens in the window (samples for sample losses)
   int64_t micro_batches = 0;        ///< backward passes in the window
+  int64_t micro_batch = 0;          ///< samples per micro-batch in effect
   double step_seconds = 0.0;        ///< wall time of this window
   double elapsed_seconds = 0.0;     ///< wall time since training started
   double samples_per_second = 0.0;  ///< over this window
@@ -40,6 +42,9 @@ class MetricsSink {
   virtual void on_window(const WindowRecord& record) = 0;
   /// After every evaluation.
   virtual void on_eval(const EvalRecord& record) = 0;
+  /// Something the user should know that changes the run, for example a smaller micro-batch
+  /// after running out of memory.
+  virtual void on_notice(const std::string& message) { (void)message; }
   /// Once, when training ends normally.
   virtual void on_finish() {}
 };

@@ -48,7 +48,7 @@ void read_optimization(ConfigReader& c, TrainConfig& t) {
   const std::string optimizer =
       c.get_choice("optim.name", "adamw", {"adamw", "sgd"}, "update rule");
   t.optim.kind(engine::parse_optimizer_kind(optimizer, "optim.name"));
-  const double lr = c.get_double("optim.lr", 2e-3, "learning rate at optim.base_batch");
+  const double lr = c.get_double("optim.lr", 4e-3, "learning rate at optim.base_batch");
   t.batch.base_lr(lr)
       .lr_scaling(engine::parse_lr_scaling(
           c.get_choice("optim.lr_scaling", "none", {"none", "linear", "sqrt"},

@@ -256,6 +256,23 @@ std::string ConfigReader::get_choice(const std::string& key, const std::string& 
   return value;
 }
 
+std::optional<int64_t> ConfigReader::get_int_or_keyword(const std::string& key, int64_t fallback,
+                                                        const std::string& keyword,
+                                                        const std::string& help) {
+  const toml::node* node = state_->find(key, help, value_text<int64_t>(fallback));
+  if (node == nullptr) return fallback;
+  if (node->is_integer()) {
+    const int64_t value = node->as_integer()->get();
+    state_->record_value(key, value_text<int64_t>(value));
+    return value;
+  }
+  if (node->is_string() && node->as_string()->get() == keyword) {
+    state_->record_value(key, value_text<std::string>(keyword));
+    return std::nullopt;
+  }
+  state_->type_error(key, *node, cat("an integer or \"", keyword, "\""));
+}
+
 void ConfigReader::check_all_used() const {
   std::vector<std::string> present;
   collect_keys(state_->document, "", present);

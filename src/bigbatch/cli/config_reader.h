@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ class ConfigReader {
   /// A string that must be one of `choices`; the help lists them.
   std::string get_choice(const std::string& key, const std::string& fallback,
                          const std::vector<std::string>& choices, const std::string& help);
+
+  /// An integer, or the string `keyword` (returned as nullopt): batch.micro_batch = 8 | "auto".
+  std::optional<int64_t> get_int_or_keyword(const std::string& key, int64_t fallback,
+                                            const std::string& keyword, const std::string& help);
 
   /// Throws InputError listing every key present in the document that was never read, with the
   /// closest known key as a suggestion.

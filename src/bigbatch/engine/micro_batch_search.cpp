@@ -1,0 +1,102 @@
+#include "bigbatch/engine/micro_batch_search.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "bigbatch/core/bytes.h"
+#include "bigbatch/core/check.h"
+#include "bigbatch/memory/tracker.h"
+
+namespace bigbatch::engine {
+
+namespace {
+
+/// Runs one trial and records its peak; out of memory is recorded, not thrown.
+MicroBatchProbe probe(const std::function<void(int64_t)>& trial, int64_t micro_batch,
+                      int64_t reserved_bytes) {
+  MicroBatchProbe result;
+  result.micro_batch = micro_batch;
+  try {
+    // Bytes training will hold that the trial does not (optimizer state): really held here.
+    const torch::Tensor reserved = torch::empty({reserved_bytes}, torch::kUInt8);
+    memory::PeakScope scope;
+    trial(micro_batch);
+    result.peak_bytes = scope.start_bytes() + scope.peak_above_start();
+  } catch (const c10::OutOfMemoryError&) {
+    result.out_of_memory = true;
+  }
+  return result;
+}
+
+}  // namespace
+
+MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& trial,
+                                        const MicroBatchSearchOptions& options) {
+  memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
+  BB_CHECK(tracker.installed(), "find_micro_batch needs the memory tracker installed");
+  BB_CHECK_INPUT(options.budget_bytes() > 0,
+                 "batch.micro_batch = \"auto\" needs a memory budget (memory.budget)");
+  BB_CHECK(options.global_batch() > 0, "global batch ", options.global_batch());
+  const int64_t budget = options.budget_bytes();
+  const int64_t previous_budget = tracker.budget();
+  MicroBatchSearchResult result;
+
+  // 1. Measure: two probes without a budget give fixed + per-sample bytes.
+  tracker.set_budget(0);
+  const int64_t small = 1;
+  const int64_t larger = std::min<int64_t>(options.global_batch(), 4);
+  const MicroBatchProbe first = probe(trial, small, options.reserved_bytes());
+  result.probes.push_back(first);
+  int64_t per_sample = 0;
+  if (larger > small) {
+    const MicroBatchProbe second = probe(trial, larger, options.reserved_bytes());
+    result.probes.push_back(second);
+    per_sample = std::max<int64_t>(1, (second.peak_bytes - first.peak_bytes) / (larger - small));
+  }
+  result.bytes_per_sample = per_sample;
+  result.fixed_bytes = first.peak_bytes - per_sample * small;
+  tracker.set_budget(previous_budget);
+  BB_CHECK_INPUT(first.peak_bytes <= budget, "a micro-batch of 1 needs ",
+                 format_bytes(first.peak_bytes), " of tensor memory (measured), more than the ",
+                 "memory budget of ", format_bytes(budget),
+                 "; raise memory.budget, use a smaller model or enable checkpointing");
+
+  // 2. Predict the largest size under the target share of the budget.
+  const double room = options.target_fraction() * static_cast<double>(budget) -
+                      static_cast<double>(result.fixed_bytes);
+  int64_t candidate =
+      per_sample > 0 ? static_cast<int64_t>(std::floor(room / static_cast<double>(per_sample)))
+                     : options.global_batch();
+  candidate = std::clamp<int64_t>(candidate, 1, options.global_batch());
+  result.predicted = candidate;
+
+  // 3. Confirm under the budget; step down by the measured slope after running out.
+  tracker.set_budget(budget);
+  int64_t chosen = 0;
+  for (int64_t attempt = 0; attempt < options.max_trials() && candidate >= 1; ++attempt) {
+    const MicroBatchProbe confirm = probe(trial, candidate, options.reserved_bytes());
+    result.probes.push_back(confirm);
+    if (!confirm.out_of_memory) {
+      chosen = candidate;
+      break;
+    }
+    ++result.out_of_memory_trials;
+    candidate = candidate == 1 ? 0 : std::max<int64_t>(1, candidate * 3 / 4);
+  }
+  tracker.set_budget(previous_budget);
+  BB_CHECK_INPUT(chosen > 0, "no micro-batch fitted the memory budget of ", format_bytes(budget),
+                 " in ", options.max_trials(), " trials (a micro-batch of 1 measured ",
+                 format_bytes(first.peak_bytes), ")");
+  result.micro_batch = chosen;
+  return result;
+}
+
+std::string MicroBatchSearchResult::describe() const {
+  return cat(micro_batch, " (predicted ", predicted, " from ", format_bytes(bytes_per_sample),
+             " per sample over ", format_bytes(fixed_bytes), "; ", out_of_memory_trials,
+             " out-of-memory trial", out_of_memory_trials == 1 ? "" : "s", ")");
+}
+
+}  // namespace bigbatch::engine

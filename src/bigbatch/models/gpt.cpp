@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 
@@ -138,6 +140,11 @@ void GptImpl::reset_parameters() {
   }
 }
 
+void GptImpl::set_checkpointing(nn::CheckpointPolicy policy) {
+  nn::validate(policy);
+  checkpointing_ = policy;
+}
+
 torch::Tensor GptImpl::forward(const torch::Tensor& inputs) {
   BB_CHECK_INPUT(inputs.dim() == 2, "Gpt expects inputs of shape (B, T) but got ", inputs.sizes());
   const int64_t time = inputs.size(1);
@@ -149,8 +156,16 @@ torch::Tensor GptImpl::forward(const torch::Tensor& inputs) {
       torch::arange(time, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
   torch::Tensor x = tok_embed->forward(inputs) + pos_embed->forward(positions);  // (B, T, C)
   x = maybe_dropout(x, options_.dropout(), is_training());
-  for (const auto& module : *blocks) {
-    x = module->as<GptBlock>()->forward(x);  // (B, T, C)
+  const bool may_checkpoint = is_training() && torch::GradMode::is_enabled();
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    std::shared_ptr<GptBlockImpl> block = blocks->ptr<GptBlockImpl>(i);
+    if (may_checkpoint && checkpointing_.applies_to(int64_t(i))) {
+      const std::vector<torch::Tensor> parameters = block->parameters();
+      x = nn::checkpoint([block](const torch::Tensor& in) { return block->forward(in); }, x,
+                         parameters);  // (B, T, C)
+    } else {
+      x = block->forward(x);  // (B, T, C)
+    }
   }
   return head->forward(ln_f->forward(x));  // (B, T, vocab)
 }

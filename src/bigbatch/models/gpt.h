@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "bigbatch/nn/checkpoint.h"
+
 namespace bigbatch::models {
 
 /// Hyper-parameters of Gpt. Usage: `Gpt model(GptOptions().layers(6).embed(256));`
@@ -96,6 +98,9 @@ TORCH_MODULE(GptBlock);
 /// Initialised like GPT-2 / nanoGPT: Linear and Embedding weights N(0, 0.02), biases 0,
 /// LayerNorm weight 1 and bias 0, residual projections (`attn.proj`, `mlp.proj`)
 /// N(0, 0.02 / sqrt(2 * layers)).
+/// Activation checkpointing (off by default) trades one extra forward per checkpointed block for
+/// the memory of its activations; gradients and random draws stay bit-identical:
+///   model->set_checkpointing(nn::parse_checkpoint_policy("every:2", "checkpointing"));
 class GptImpl : public torch::nn::Module {
  public:
   /// Builds and initialises the model; validates `options` first.
@@ -103,7 +108,16 @@ class GptImpl : public torch::nn::Module {
 
   /// inputs (B, T) int64 token ids with 1 <= T <= context -> logits (B, T, vocab), where
   /// position t predicts token t + 1. Throws bigbatch::InputError for other shapes or dtypes.
+  /// In training mode with grad mode on, block i runs under nn::checkpoint when the
+  /// checkpointing policy applies to i; otherwise every block is called directly.
   torch::Tensor forward(const torch::Tensor& inputs);
+
+  /// Chooses which blocks forward() checkpoints; throws bigbatch::InputError for an invalid
+  /// policy (see nn::validate). Do not switch train()/eval() between a checkpointed forward and
+  /// its backward: the recompute would run in the other mode.
+  void set_checkpointing(nn::CheckpointPolicy policy);
+  /// The checkpointing policy; CheckpointMode::kNone unless set_checkpointing was called.
+  const nn::CheckpointPolicy& checkpointing() const { return checkpointing_; }
 
   /// Re-draws every parameter with the GPT-2 initialisation described above.
   void reset_parameters();
@@ -124,6 +138,7 @@ class GptImpl : public torch::nn::Module {
 
  private:
   GptOptions options_;
+  nn::CheckpointPolicy checkpointing_;
 };
 /// Module holder for GptImpl.
 TORCH_MODULE(Gpt);

@@ -1,0 +1,51 @@
+#include "bigbatch/core/rng_state.h"
+
+#include <mutex>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch {
+namespace {
+
+/// The default generator of `device` (the generator that random ops without an explicit
+/// generator draw from).
+at::Generator default_generator(const torch::Device& device) {
+  return at::globalContext().defaultGenerator(device);
+}
+
+}  // namespace
+
+RngState::Snapshot RngState::snapshot(const torch::Device& device) {
+  at::Generator generator = default_generator(device);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return {device, generator.get_state()};
+}
+
+RngState RngState::capture(const torch::Device& device) {
+  RngState result;
+  result.cpu_ = snapshot(torch::kCPU);
+#ifdef BIGBATCH_WITH_CUDA
+  if (device.is_cuda()) {
+    // A tensor's CUDA device always has an index; -1 would mean "current", which may change
+    // between capture and restore.
+    BB_CHECK(device.has_index(), "RngState::capture needs a CUDA device with an index, got ",
+             device);
+    result.accelerator_ = snapshot(device);
+  }
+#else
+  (void)device;  // CPU-only build: only the CPU generator exists.
+#endif
+  return result;
+}
+
+void RngState::restore() const {
+  for (const Snapshot* saved : {&cpu_, &accelerator_}) {
+    if (!saved->state.defined())
+      continue;
+    at::Generator generator = default_generator(saved->device);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(saved->state);
+  }
+}
+
+}  // namespace bigbatch

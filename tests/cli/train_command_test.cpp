@@ -163,6 +163,36 @@ TEST_F(TrainCommand, ImpossibleBatchSettingsAreInputErrors) {
                      "not batch.global_batch = 64", out);
 }
 
+TEST_F(TrainCommand, AutoMicroBatchFitsTheBudgetAndKeepsTheGlobalBatch) {
+  const std::string out = run_dir("auto");
+  const Result r = run("train " + corpus_arg() +
+                       "-s data.split_block=512 -s batch.micro_batch=auto -s memory.budget=40MiB "
+                       "-s gpt.checkpointing=blocks -s sample.bytes=0 -s train.eval_samples=16 "
+                       "--steps 2 --run-dir " +
+                       out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("micro_batch auto"), std::string::npos) << r.output;
+  std::istringstream metrics(testing::read_file(fs::path(out) / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(metrics, line)) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] != "window")
+      continue;
+    EXPECT_EQ(record["samples"], 64);
+    EXPECT_LT(record["micro_batch"].get<int64_t>(), 64);
+    EXPECT_LE(record["peak_bytes"].get<int64_t>(), 40 << 20);
+    EXPECT_GT(record["peak_bytes"].get<int64_t>(), 0);
+  }
+  expect_input_error(run("train -s batch.micro_batch=auto --run-dir " + run_dir("x")),
+                     "needs memory.budget", run_dir("x"));
+  expect_input_error(run("train -s memory.budget=lots --run-dir " + run_dir("x")), "memory.budget",
+                     run_dir("x"));
+  expect_input_error(run("train -s gpt.checkpointing=some --run-dir " + run_dir("x")),
+                     "gpt.checkpointing", run_dir("x"));
+  expect_input_error(run("train -s batch.micro_batch=big --run-dir " + run_dir("x")),
+                     "an integer or \"auto\"", run_dir("x"));
+}
+
 TEST_F(TrainCommand, RefusesToOverwriteAnotherRun) {
   const fs::path taken = dir_.path() / "taken";
   fs::create_directories(taken);

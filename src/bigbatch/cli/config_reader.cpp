@@ -260,7 +260,8 @@ std::optional<int64_t> ConfigReader::get_int_or_keyword(const std::string& key, 
                                                         const std::string& keyword,
                                                         const std::string& help) {
   const toml::node* node = state_->find(key, help, value_text<int64_t>(fallback));
-  if (node == nullptr) return fallback;
+  if (node == nullptr)
+    return fallback;
   if (node->is_integer()) {
     const int64_t value = node->as_integer()->get();
     state_->record_value(key, value_text<int64_t>(value));

@@ -1,5 +1,6 @@
 #include "bigbatch/cli/train_config.h"
 
+#include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 
 namespace bigbatch::cli {
@@ -16,6 +17,10 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                 : ModelKind::kMlp;
   t.float64 = c.get_choice("model.dtype", "float32", {"float32", "float64"},
                            "parameter and compute precision") == "float64";
+  t.checkpointing = nn::parse_checkpoint_policy(
+      c.get_string("gpt.checkpointing", "none",
+                   "recompute activations in backward: \"none\", \"blocks\" or \"every:N\""),
+      "gpt.checkpointing");
   t.gpt.context(c.get_int("gpt.context", 64, "bytes of context the model sees"))
       .layers(c.get_int("gpt.layers", 4, "transformer blocks"))
       .heads(c.get_int("gpt.heads", 4, "attention heads per block"))
@@ -36,12 +41,27 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
       .split_block(c.get_int("data.split_block", 4096, "bytes per block dealt to train or val"));
   const int64_t accum_steps =
       c.get_int("batch.accum_steps", 0, "micro-batches per optimizer step; 0 = from micro_batch");
-  // micro_batch defaults to 8 unless accum_steps decides it.
-  const int64_t micro_batch = c.get_int("batch.micro_batch", accum_steps > 0 ? 0 : 8,
-                                        "samples per forward/backward pass; 0 = from accum_steps");
+  // micro_batch defaults to 8 unless accum_steps decides it; "auto" fits it to memory.budget.
+  const std::optional<int64_t> micro_batch = c.get_int_or_keyword(
+      "batch.micro_batch", accum_steps > 0 ? 0 : 8, "auto",
+      "samples per forward/backward pass; 0 = from accum_steps; \"auto\" = largest that fits "
+      "memory.budget");
+  t.auto_micro_batch = !micro_batch.has_value();
+  BB_CHECK_INPUT(!t.auto_micro_batch || accum_steps == 0, c.source(),
+                 ": batch.micro_batch = \"auto\" chooses accum_steps too; leave batch.accum_steps "
+                 "unset, got ",
+                 accum_steps);
   t.batch.global_batch(c.get_int("batch.global_batch", 64, "samples per optimizer step"))
-      .micro_batch(micro_batch)
+      .micro_batch(micro_batch.value_or(0))
       .accum_steps(accum_steps);
+}
+
+void read_memory(ConfigReader& c, TrainConfig& t) {
+  const std::string budget = c.get_string(
+      "memory.budget", "", "tensor memory allowed, e.g. \"1.5GiB\"; over it is out of memory");
+  t.memory_budget = budget.empty() ? 0 : parse_bytes(budget, "memory.budget");
+  BB_CHECK_INPUT(!t.auto_micro_batch || t.memory_budget > 0, c.source(),
+                 ": batch.micro_batch = \"auto\" needs memory.budget (for example \"2GiB\")");
 }
 
 void read_optimization(ConfigReader& c, TrainConfig& t) {
@@ -104,6 +124,7 @@ TrainConfig read_train_config(ConfigReader& config) {
   TrainConfig result;
   read_models(config, result);
   read_data_and_batch(config, result);
+  read_memory(config, result);
   read_optimization(config, result);
   read_loop(config, result);
   config.check_all_used();

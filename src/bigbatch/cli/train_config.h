@@ -12,6 +12,7 @@
 #include "bigbatch/models/gpt.h"
 #include "bigbatch/models/mlp.h"
 #include "bigbatch/models/sampling.h"
+#include "bigbatch/nn/checkpoint.h"
 
 namespace bigbatch::cli {
 
@@ -36,7 +37,10 @@ struct TrainConfig {
   uint64_t seed = 1;
   int64_t threads = 0;  ///< intra-op threads; 0 = automatic
   bool float64 = false;
-  std::string run_dir;  ///< empty = runs/<model>-<timestamp>
+  nn::CheckpointPolicy checkpointing;  ///< GPT activation checkpointing
+  bool auto_micro_batch = false;       ///< batch.micro_batch = "auto"
+  int64_t memory_budget = 0;           ///< bytes of tensor memory allowed; 0 = unlimited
+  std::string run_dir;                 ///< empty = runs/<model>-<timestamp>
   std::string prompt;
   models::SampleOptions sample;
   std::string resolved_toml;  ///< the whole configuration in effect, as TOML

@@ -69,7 +69,8 @@ WindowResult GradientAccumulator::step() {
 }
 
 void GradientAccumulator::abort_window() {
-  if (!window_open_) return;
+  if (!window_open_)
+    return;
   window_open_ = false;
   loss_sum_ = torch::Tensor();
   free_gradients();
@@ -77,7 +78,8 @@ void GradientAccumulator::abort_window() {
 
 void GradientAccumulator::free_gradients() {
   for (torch::Tensor& parameter : parameters_) {
-    if (parameter.grad().defined()) parameter.mutable_grad().reset();
+    if (parameter.grad().defined())
+      parameter.mutable_grad().reset();
   }
 }
 

@@ -66,9 +66,9 @@ MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& tria
   // 2. Predict the largest size under the target share of the budget.
   const double room = options.target_fraction() * static_cast<double>(budget) -
                       static_cast<double>(result.fixed_bytes);
-  int64_t candidate =
-      per_sample > 0 ? static_cast<int64_t>(std::floor(room / static_cast<double>(per_sample)))
-                     : options.global_batch();
+  int64_t candidate = per_sample > 0
+                          ? static_cast<int64_t>(std::floor(room / static_cast<double>(per_sample)))
+                          : options.global_batch();
   candidate = std::clamp<int64_t>(candidate, 1, options.global_batch());
   result.predicted = candidate;
 

@@ -34,10 +34,10 @@ struct MicroBatchProbe {
 
 /// What the search found and how.
 struct MicroBatchSearchResult {
-  int64_t micro_batch = 0;        ///< the chosen size
-  int64_t bytes_per_sample = 0;   ///< measured slope of peak memory per sample
-  int64_t fixed_bytes = 0;        ///< measured peak at zero samples (weights, gradients, ...)
-  int64_t predicted = 0;          ///< the size the linear prediction gave
+  int64_t micro_batch = 0;       ///< the chosen size
+  int64_t bytes_per_sample = 0;  ///< measured slope of peak memory per sample
+  int64_t fixed_bytes = 0;       ///< measured peak at zero samples (weights, gradients, ...)
+  int64_t predicted = 0;         ///< the size the linear prediction gave
   int64_t out_of_memory_trials = 0;
   std::vector<MicroBatchProbe> probes;
   /// One line for the plan table: "24 (predicted 26 from 1.2 MiB/sample; 1 OOM trial)".

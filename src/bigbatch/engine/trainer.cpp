@@ -7,6 +7,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/engine/window_sampler.h"
+#include "bigbatch/memory/tracker.h"
 
 namespace bigbatch::engine {
 
@@ -69,6 +70,8 @@ TrainSummary Trainer::fit() {
   ModeGuard training(model, true);
   while (accumulator.steps_taken() < options_.total_steps()) {
     const auto window_start = Clock::now();
+    memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
+    tracker.reset_peak();
     const Window window = sampler.next();                         // 1. take a window
     const WindowResult result = run_window(accumulator, window);  // 2. + 3.
     // 4. Observe.
@@ -79,8 +82,10 @@ TrainSummary Trainer::fit() {
     summary.last_train_loss = result.mean_loss;
     summary.samples += result.counts.samples;
     summary.tokens += result.counts.tokens;
-    const metrics::WindowRecord record =
+    metrics::WindowRecord record =
         make_record(result, window.epoch, step_seconds, seconds_since(start));
+    record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
+    summary.peak_bytes = std::max(summary.peak_bytes, record.peak_bytes);
     for (metrics::MetricsSink* sink : sinks_)
       sink->on_window(record);
 

@@ -56,6 +56,7 @@ struct TrainSummary {
   int64_t tokens = 0;             ///< counted training tokens seen
   double seconds = 0.0;           ///< wall time of the loop, evaluation included
   double train_seconds = 0.0;     ///< wall time of the windows alone
+  int64_t peak_bytes = 0;         ///< peak tensor memory of any window (0: not tracked)
   int64_t final_micro_batch = 0;  ///< micro-batch at the end (smaller after out-of-memory)
 };
 

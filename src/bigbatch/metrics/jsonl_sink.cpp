@@ -26,6 +26,7 @@ void JsonlSink::on_window(const WindowRecord& r) {
                                {"tokens", r.tokens},
                                {"micro_batches", r.micro_batches},
                                {"micro_batch", r.micro_batch},
+                               {"peak_bytes", r.peak_bytes},
                                {"step_seconds", r.step_seconds},
                                {"elapsed_seconds", r.elapsed_seconds},
                                {"samples_per_second", r.samples_per_second},

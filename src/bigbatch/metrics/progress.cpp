@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "bigbatch/core/bytes.h"
 #include "bigbatch/core/table.h"
 
 namespace bigbatch::metrics {
@@ -49,7 +50,8 @@ void ProgressPrinter::on_window(const WindowRecord& r) {
                    (options_.log_every > 0 && r.step % options_.log_every == 0);
   if (!due)
     return;
-  out_ << step_text << fields << "  grad_norm " << format("%.3f", r.grad_norm) << "  elapsed "
+  out_ << step_text << fields << (r.peak_bytes > 0 ? "  mem " + format_bytes(r.peak_bytes) : "")
+       << "  grad_norm " << format("%.3f", r.grad_norm) << "  elapsed "
        << human_duration(r.elapsed_seconds) << "\n"
        << std::flush;
 }

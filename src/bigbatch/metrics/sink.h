@@ -18,6 +18,7 @@ struct WindowRecord {
   int64_t samples = 0;              ///< samples in the window
   int64_t tokens = 0;               ///< counted tokens in the window (samples for sample losses)
   int64_t micro_batches = 0;        ///< backward passes in the window
+  int64_t peak_bytes = 0;           ///< peak tensor memory during the window (0: not tracked)
   int64_t micro_batch = 0;          ///< samples per micro-batch in effect
   double step_seconds = 0.0;        ///< wall time of this window
   double elapsed_seconds = 0.0;     ///< wall time since training started

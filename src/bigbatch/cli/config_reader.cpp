@@ -125,6 +125,21 @@ struct ConfigReader::State {
     }
   }
 
+  /// The value at `key` if it has exactly TOML type T (no conversion), `fallback` when absent.
+  template <typename T>
+  T get_exact(const std::string& key, const T& fallback, const std::string& help,
+              const std::string& expected) {
+    const toml::node* node = find(key, help, value_text<T>(fallback));
+    if (node == nullptr)
+      return fallback;
+    const toml::value<T>* typed = node->as<T>();
+    if (typed == nullptr)
+      type_error(key, *node, expected);
+    const T value = typed->get();
+    record_value(key, value_text<T>(value));
+    return value;
+  }
+
   [[noreturn]] void type_error(const std::string& key, const toml::node& node,
                                const std::string& expected) const {
     throw InputError(cat(source, ": ", key, " = ", node_text(node), " is ", type_name(node),
@@ -194,14 +209,7 @@ void ConfigReader::set_override(const std::string& assignment) {
 }
 
 int64_t ConfigReader::get_int(const std::string& key, int64_t fallback, const std::string& help) {
-  const toml::node* node = state_->find(key, help, value_text<int64_t>(fallback));
-  if (node == nullptr)
-    return fallback;
-  if (!node->is_integer())
-    state_->type_error(key, *node, "an integer");
-  const int64_t value = node->as_integer()->get();
-  state_->record_value(key, value_text<int64_t>(value));
-  return value;
+  return state_->get_exact<int64_t>(key, fallback, help, "an integer");
 }
 
 double ConfigReader::get_double(const std::string& key, double fallback, const std::string& help) {
@@ -221,26 +229,12 @@ double ConfigReader::get_double(const std::string& key, double fallback, const s
 }
 
 bool ConfigReader::get_bool(const std::string& key, bool fallback, const std::string& help) {
-  const toml::node* node = state_->find(key, help, value_text<bool>(fallback));
-  if (node == nullptr)
-    return fallback;
-  if (!node->is_boolean())
-    state_->type_error(key, *node, "true or false");
-  const bool value = node->as_boolean()->get();
-  state_->record_value(key, value_text<bool>(value));
-  return value;
+  return state_->get_exact<bool>(key, fallback, help, "true or false");
 }
 
 std::string ConfigReader::get_string(const std::string& key, const std::string& fallback,
                                      const std::string& help) {
-  const toml::node* node = state_->find(key, help, value_text<std::string>(fallback));
-  if (node == nullptr)
-    return fallback;
-  if (!node->is_string())
-    state_->type_error(key, *node, "a string");
-  const std::string value = node->as_string()->get();
-  state_->record_value(key, value_text<std::string>(value));
-  return value;
+  return state_->get_exact<std::string>(key, fallback, help, "a string");
 }
 
 std::string ConfigReader::get_choice(const std::string& key, const std::string& fallback,

@@ -3,18 +3,13 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
-#include "bigbatch/cli/config_reader.h"
 #include "bigbatch/cli/run_dir.h"
 #include "bigbatch/cli/train_config.h"
+#include "bigbatch/cli/workload.h"
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
-#include "bigbatch/core/rng_state.h"
 #include "bigbatch/core/table.h"
-#include "bigbatch/data/context_dataset.h"
-#include "bigbatch/data/sequence_dataset.h"
-#include "bigbatch/engine/micro_batch_search.h"
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/io/atomic_file.h"
@@ -26,56 +21,6 @@
 namespace bigbatch::cli {
 
 namespace {
-
-TrainConfig load_config(const TrainCommandOptions& options) {
-  ConfigReader reader =
-      options.config_path.empty() ? ConfigReader() : ConfigReader::from_file(options.config_path);
-  for (const std::string& assignment : options.overrides)
-    reader.set_override(assignment);
-  return read_train_config(reader);
-}
-
-/// The model, its datasets and its objective, built from the config.
-struct Workload {
-  std::shared_ptr<torch::nn::Module> module;
-  models::Gpt gpt{nullptr};  ///< set for the GPT (for sampling)
-  std::unique_ptr<data::Dataset> train;
-  std::unique_ptr<data::Dataset> val;
-  std::unique_ptr<engine::Objective> objective;
-};
-
-Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpus) {
-  Workload w;
-  const auto dtype = config.float64 ? torch::kFloat64 : torch::kFloat32;
-  if (config.model == ModelKind::kGpt) {
-    w.gpt = models::Gpt(config.gpt);
-    w.gpt->to(dtype);
-    w.module = w.gpt.ptr();
-    const auto options = data::SequenceDatasetOptions(config.gpt.context());
-    w.train = std::make_unique<data::SequenceDataset>(
-        corpus.train_shared(), data::SequenceDatasetOptions(options).name("train"));
-    if (corpus.val().size() >= 2) {  // one input byte and its target
-      w.val = std::make_unique<data::SequenceDataset>(
-          corpus.val_shared(), data::SequenceDatasetOptions(options).name("validation"));
-    }
-    w.objective = std::make_unique<engine::CrossEntropyObjective>(
-        engine::forward_of(w.gpt), engine::LossUnit::kToken, options.ignore_index());
-  } else {
-    models::Mlp mlp(config.mlp);
-    mlp->to(dtype);
-    w.module = mlp.ptr();
-    const auto options = data::ContextDatasetOptions(config.mlp.context());
-    w.train = std::make_unique<data::ContextDataset>(
-        corpus.train_shared(), data::ContextDatasetOptions(options).name("train"));
-    if (corpus.val().size() > static_cast<size_t>(config.mlp.context())) {
-      w.val = std::make_unique<data::ContextDataset>(
-          corpus.val_shared(), data::ContextDatasetOptions(options).name("validation"));
-    }
-    w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(mlp),
-                                                                  engine::LossUnit::kSample);
-  }
-  return w;
-}
 
 /// What the plan table shows.
 struct PlanView {
@@ -150,40 +95,6 @@ Table plan_table(const PlanView& view) {
   return table;
 }
 
-/// Runs the micro-batch search with forward + backward trials on the first training samples,
-/// leaving the model, its gradients and the random generators as they were.
-engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, const Workload& w,
-                                                  int64_t global_batch) {
-  const RngState rng = RngState::capture(torch::kCPU);
-  const bool was_training = w.module->is_training();
-  w.module->train(true);
-  auto trial = [&](int64_t micro_batch) {
-    std::vector<int64_t> indices(static_cast<size_t>(micro_batch));
-    std::iota(indices.begin(), indices.end(), 0);
-    const data::Batch batch = w.train->get(indices);
-    w.objective->loss_sum(batch).backward();
-    for (torch::Tensor& parameter : w.module->parameters())
-      parameter.mutable_grad().reset();
-  };
-  int64_t parameter_bytes = 0;
-  for (const torch::Tensor& parameter : w.module->parameters()) {
-    parameter_bytes += parameter.numel() * static_cast<int64_t>(parameter.element_size());
-  }
-  // Optimizer state that exists from the first step on: two moments (AdamW) or momentum (SGD).
-  const int64_t state_bytes = config.optim.kind() == engine::OptimizerKind::kAdamW
-                                  ? 2 * parameter_bytes
-                              : config.optim.momentum() > 0 ? parameter_bytes
-                                                            : 0;
-  engine::MicroBatchSearchResult found =
-      engine::find_micro_batch(trial, engine::MicroBatchSearchOptions()
-                                          .global_batch(global_batch)
-                                          .budget_bytes(config.memory_budget)
-                                          .reserved_bytes(state_bytes));
-  w.module->train(was_training);
-  rng.restore();
-  return found;
-}
-
 void write_summary(const std::string& run_dir, const engine::TrainSummary& s,
                    const std::string& sample) {
   const double tokens_per_second = static_cast<double>(s.tokens) / s.train_seconds;
@@ -221,8 +132,6 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   torch::manual_seed(config.seed);
   const data::TextCorpus corpus = data::TextCorpus::load(config.data);
   Workload w = build_workload(config, corpus);
-  if (w.gpt)
-    w.gpt->set_checkpointing(config.checkpointing);
   engine::BatchOptions batch = config.batch;
   if (config.auto_micro_batch)
     batch.micro_batch(batch.global_batch());  // validated, then chosen
@@ -239,10 +148,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   std::string micro_batch_search;
   if (config.auto_micro_batch) {
     const engine::MicroBatchSearchResult found = search_micro_batch(config, w, plan.global_batch);
-    // As many passes as the largest fitting size needs, with micro-batches as even as possible:
-    // 64 with room for 21 runs as 4 x 16, not 3 x 21 + 1.
-    const int64_t passes = (plan.global_batch + found.micro_batch - 1) / found.micro_batch;
-    plan = engine::resolve_plan(batch.micro_batch((plan.global_batch + passes - 1) / passes));
+    plan = even_plan(batch, found.micro_batch);
     micro_batch_search = found.describe();
   }
   auto optimizer =

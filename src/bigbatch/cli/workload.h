@@ -1,0 +1,50 @@
+// What `bigbatch train` and `bigbatch bench` build from a config: model, data, objective, plan.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "bigbatch/cli/train_command.h"
+#include "bigbatch/cli/train_config.h"
+#include "bigbatch/data/dataset.h"
+#include "bigbatch/data/text_corpus.h"
+#include "bigbatch/engine/micro_batch_search.h"
+#include "bigbatch/engine/objective.h"
+#include "bigbatch/engine/plan.h"
+#include "bigbatch/models/gpt.h"
+
+namespace bigbatch::cli {
+
+/// Reads the config file (or the built-in defaults) and applies the overrides, in order.
+TrainConfig load_config(const TrainCommandOptions& options);
+
+/// The model, its datasets and its objective, built from the config.
+struct Workload {
+  std::shared_ptr<torch::nn::Module> module;
+  models::Gpt gpt{nullptr};  ///< set for the GPT (for sampling and checkpointing)
+  std::unique_ptr<data::Dataset> train;
+  std::unique_ptr<data::Dataset> val;  ///< null when the validation split is too small
+  std::unique_ptr<engine::Objective> objective;
+};
+
+/// Builds the model (initialised from the current torch seed, in the configured dtype, with the
+/// configured checkpointing), the training and validation datasets over `corpus`, and the loss.
+Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpus);
+
+/// Bytes of optimizer state that exist from the first step on: two moments per parameter
+/// (AdamW) or one momentum buffer (SGD with momentum).
+int64_t optimizer_state_bytes(const TrainConfig& config, const torch::nn::Module& module);
+
+/// Runs the micro-batch search under config.memory_budget with forward + backward trials on the
+/// first training samples, leaving the model, its gradients and the random generators as they
+/// were. The memory tracker must be installed.
+engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, const Workload& w,
+                                                  int64_t global_batch);
+
+/// The plan for `global_batch` when at most `largest_micro_batch` samples fit: as many passes
+/// as that size needs, with micro-batches as even as possible (64 with room for 21 runs as
+/// 4 x 16, not 3 x 21 + 1).
+engine::Plan even_plan(engine::BatchOptions batch, int64_t largest_micro_batch);
+
+}  // namespace bigbatch::cli

@@ -5,30 +5,14 @@
 #include "bigbatch/engine/optimizer.h"
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/models/mlp.h"
+#include "engine/training_helpers.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
 namespace {
 
-/// Records every window and evaluation.
-class RecordingSink : public metrics::MetricsSink {
- public:
-  void on_window(const metrics::WindowRecord& r) override { windows.push_back(r); }
-  void on_eval(const metrics::EvalRecord& r) override { evals.push_back(r); }
-  void on_notice(const std::string& message) override { notices.push_back(message); }
-  std::vector<metrics::WindowRecord> windows;
-  std::vector<metrics::EvalRecord> evals;
-  std::vector<std::string> notices;
-};
-
-std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
-  torch::manual_seed(seed);
-  const torch::Tensor t = torch::randint(0, 256, {n}, torch::kLong);
-  std::vector<uint8_t> bytes(n);
-  for (int64_t i = 0; i < n; ++i)
-    bytes[i] = static_cast<uint8_t>(t[i].item<int64_t>());
-  return bytes;
-}
+using testing::random_bytes;
+using testing::RecordingSink;
 
 struct RunResult {
   torch::Tensor weights;  // all parameters, flattened

@@ -1,9 +1,35 @@
 #include "bigbatch/engine/accumulator.h"
 
+#include <cmath>
+
 #include "bigbatch/core/check.h"
 #include "bigbatch/engine/optimizer.h"
 
 namespace bigbatch::engine {
+
+NonFinitePolicy parse_nonfinite_policy(const std::string& text, const std::string& field) {
+  if (text == "skip")
+    return NonFinitePolicy::kSkip;
+  if (text == "abort")
+    return NonFinitePolicy::kAbort;
+  throw InputError(cat(field, " = \"", text, "\" is not a policy; expected \"skip\" or \"abort\""));
+}
+
+std::string to_string(NonFinitePolicy policy) {
+  return policy == NonFinitePolicy::kSkip ? "skip" : "abort";
+}
+
+std::string to_string(SkipReason reason) {
+  switch (reason) {
+    case SkipReason::kNone:
+      return "";
+    case SkipReason::kNonFiniteLoss:
+      return "nonfinite_loss";
+    case SkipReason::kNonFiniteGradient:
+      return "nonfinite_gradient";
+  }
+  return "";
+}
 
 GradientAccumulator::GradientAccumulator(std::vector<torch::Tensor> parameters,
                                          torch::optim::Optimizer& optimizer,
@@ -26,11 +52,20 @@ void GradientAccumulator::begin_window(const Counts& window) {
   seen_ = Counts{};
   micro_batches_ = 0;
   loss_sum_ = torch::Tensor();
+  window_scale_ = scaler_ != nullptr ? scaler_->scale() : 0.0;
+}
+
+void GradientAccumulator::set_loss_scaler(LossScaler* scaler) {
+  BB_CHECK(!window_open_, "set_loss_scaler() while a window is open; call it between windows");
+  scaler_ = scaler;
 }
 
 void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& micro) {
   BB_CHECK(window_open_, "backward() outside a window; call begin_window() first");
   BB_CHECK(loss_sum.numel() == 1, "loss_sum must be a scalar, got shape ", loss_sum.sizes());
+  BB_CHECK(scaler_ == nullptr || scaler_->scale() == window_scale_,
+           "the loss scale changed inside a window (from ", window_scale_, " to ", scaler_->scale(),
+           "); update the scaler only at the boundary");
   seen_ += micro;
   BB_CHECK(seen_.samples <= declared_.samples && seen_.tokens <= declared_.tokens,
            "the micro-batches hold more than the window declared: ", seen_.samples, " samples and ",
@@ -39,7 +74,13 @@ void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& 
   // Summed on the loss's device, read once at the boundary: no device sync per micro-batch.
   const torch::Tensor detached = loss_sum.detach().to(torch::kFloat64).reshape({});
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + detached : detached;
-  window_normalised_loss(loss_sum.reshape({}), declared_.units(options_.unit())).backward();
+  const torch::Tensor loss =
+      window_normalised_loss(loss_sum.reshape({}), declared_.units(options_.unit()));
+  if (scaler_ == nullptr) {
+    loss.backward();
+    return;
+  }
+  scaler_->scale_loss(loss).backward();
 }
 
 WindowResult GradientAccumulator::step() {
@@ -52,9 +93,31 @@ WindowResult GradientAccumulator::step() {
   WindowResult result;
   result.counts = seen_;
   result.micro_batches = micro_batches_;
+  result.loss_scale = window_scale_;
   result.mean_loss =
       loss_sum_.item<double>() / static_cast<double>(declared_.units(options_.unit()));
+  const bool abort = options_.on_nonfinite() == NonFinitePolicy::kAbort;
+  // 1. Inf/NaN: the loss (read above, one sync per window), then every gradient.
+  const bool loss_finite = std::isfinite(result.mean_loss);
+  if (!loss_finite && abort)
+    abort_nonfinite(SkipReason::kNonFiniteLoss, result.mean_loss);
+  // With a scaler: unscale once and check exactly; an overflow is its backoff, never an abort.
+  const bool overflow = scaler_ != nullptr && scaler_->unscale_and_check(parameters_);
+  if (!loss_finite)
+    return skip(result, SkipReason::kNonFiniteLoss);
+  if (overflow)
+    return skip(result, SkipReason::kNonFiniteGradient);
   result.grad_norm = gradient_norm(parameters_);
+  // Without a scaler: a finite norm proves finite gradients; only an inf/NaN norm (which a huge
+  // but finite gradient can also give) pays for the exact check.
+  if (scaler_ == nullptr && !std::isfinite(result.grad_norm) && !gradients_finite(parameters_)) {
+    if (abort)
+      abort_nonfinite(SkipReason::kNonFiniteGradient, result.mean_loss);
+    result.grad_norm = 0.0;
+    return skip(result, SkipReason::kNonFiniteGradient);
+  }
+
+  // 2. Clip the unscaled window gradient, set the step's lr, step, zero.
   if (options_.max_grad_norm() > 0) {
     result.clipped = clip_gradients(parameters_, result.grad_norm, options_.max_grad_norm());
   }
@@ -64,8 +127,37 @@ WindowResult GradientAccumulator::step() {
 
   optimizer_.step();
   free_gradients();  // until the next window
+  if (scaler_ != nullptr)
+    scaler_->update(false);
   result.step = ++steps_taken_;
   return result;
+}
+
+WindowResult GradientAccumulator::skip(WindowResult result, SkipReason reason) {
+  free_gradients();
+  result.skipped = true;
+  result.skip_reason = reason;
+  result.step = steps_taken_ + 1;  // the step it would have been; not taken
+  if (scaler_ != nullptr)
+    scaler_->update(true);  // backs off; throws at the minimum scale
+  return result;
+}
+
+void GradientAccumulator::abort_nonfinite(SkipReason reason, double mean_loss) {
+  free_gradients();
+  const int64_t step = steps_taken_ + 1;
+  if (reason == SkipReason::kNonFiniteLoss) {
+    throw NonFiniteError(cat("optimizer step ", step, ": the window's mean loss is ", mean_loss,
+                             " (train.on_nonfinite = \"abort\"); no step was taken. Look for a "
+                             "learning rate that is too high or bad input data, or set "
+                             "train.on_nonfinite = \"skip\" to drop such windows"),
+                         step);
+  }
+  throw NonFiniteError(cat("optimizer step ", step, ": the window gradient holds inf or NaN while ",
+                           "the mean loss is finite (", mean_loss,
+                           "; train.on_nonfinite = \"abort\"); no step was taken. Look for a "
+                           "learning rate that is too high, or set train.on_nonfinite = \"skip\""),
+                       step);
 }
 
 void GradientAccumulator::abort_window() {

@@ -4,8 +4,11 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "bigbatch/engine/loss_scaler.h"
 #include "bigbatch/engine/lr_schedule.h"
 
 namespace bigbatch::engine {
@@ -43,28 +46,77 @@ inline torch::Tensor window_normalised_loss(const torch::Tensor& micro_loss_sum,
   return micro_loss_sum / static_cast<double>(window_units);
 }
 
+/// What to do with a window whose mean loss, or (without a loss scaler) whose gradient, is
+/// inf or NaN.
+enum class NonFinitePolicy {
+  kSkip,   ///< drop the window: no optimizer step, weights and optimizer state unchanged
+  kAbort,  ///< throw NonFiniteError naming the step
+};
+
+/// Parses "skip" | "abort"; throws InputError naming `field` otherwise.
+NonFinitePolicy parse_nonfinite_policy(const std::string& text, const std::string& field);
+/// The config spelling of a policy.
+std::string to_string(NonFinitePolicy policy);
+
 /// Accumulator settings.
 struct AccumulatorOptions {
   /// The unit the loss is averaged over.
   TORCH_ARG(LossUnit, unit) = LossUnit::kSample;
   /// Clip the window gradient to this global L2 norm at the boundary; 0 disables clipping.
   TORCH_ARG(double, max_grad_norm) = 0.0;
+  /// A non-finite window loss, or a non-finite gradient without a loss scaler. A gradient
+  /// overflow under a loss scaler with a finite loss is always skipped (the scaler's backoff),
+  /// whatever this says.
+  TORCH_ARG(NonFinitePolicy, on_nonfinite) = NonFinitePolicy::kSkip;
 };
 
-/// What one optimizer step (one window) did.
+/// Why a window was skipped.
+enum class SkipReason {
+  kNone,               ///< not skipped
+  kNonFiniteLoss,      ///< the window's mean loss was inf or NaN
+  kNonFiniteGradient,  ///< the loss was finite but a gradient held inf or NaN (with a loss
+                       ///< scaler: an overflow of the scaled gradients)
+};
+
+/// The spelling of a skip reason in metrics: "", "nonfinite_loss", "nonfinite_gradient".
+std::string to_string(SkipReason reason);
+
+/// What one window did: an optimizer step, or a skipped window.
 struct WindowResult {
-  int64_t step = 0;           ///< optimizer steps taken, this one included (1-based)
+  /// Optimizer steps taken, this one included (1-based). A skipped window carries the step it
+  /// would have been (steps taken + 1), the number the next window then tries again.
+  int64_t step = 0;
   double mean_loss = 0.0;     ///< the window's true mean loss: sum of losses / window units
   Counts counts;              ///< samples and tokens in the window
   int64_t micro_batches = 0;  ///< backward passes in the window
-  double grad_norm = 0.0;     ///< global L2 norm of the window gradient before clipping
+  double grad_norm = 0.0;     ///< global L2 norm of the (unscaled) window gradient before
+                              ///< clipping; 0 for a skipped window
   bool clipped = false;       ///< whether clipping scaled the gradient down
-  double lr = 0.0;            ///< learning rate used by this step
+  double lr = 0.0;            ///< learning rate used by this step; 0 for a skipped window
+  bool skipped = false;  ///< no optimizer step: weights, optimizer state and schedule as before
+  SkipReason skip_reason = SkipReason::kNone;  ///< why it was skipped
+  double loss_scale = 0.0;  ///< the scale the window's losses were multiplied by; 0: no scaler
+};
+
+/// A non-finite window under NonFinitePolicy::kAbort, or too many skipped windows in a row.
+class NonFiniteError : public std::runtime_error {
+ public:
+  /// `step` is the 1-based optimizer step the window would have been.
+  NonFiniteError(const std::string& message, int64_t step)
+      : std::runtime_error(message), step_(step) {}
+  /// The optimizer step the failing window would have been (1-based).
+  int64_t step() const { return step_; }
+
+ private:
+  int64_t step_;
 };
 
 /// Accumulates the gradients of a window of micro-batches exactly and steps once at the window
-/// boundary: clip the window gradient (optional), set the step's learning rate from the schedule
-/// (optional), optimizer step, zero (free) the gradients. Usable in any LibTorch loop:
+/// boundary: unscale and check (with a loss scaler) or check (without) for inf/NaN, clip the
+/// window gradient (optional), set the step's learning rate from the schedule (optional),
+/// optimizer step, zero (free) the gradients. A non-finite window is skipped (or aborts, see
+/// AccumulatorOptions::on_nonfinite): its gradients are freed, the optimizer is not called and
+/// the step count, hence the schedule, does not advance. Usable in any LibTorch loop:
 ///
 ///   GradientAccumulator acc(model->parameters(), optimizer, &schedule,
 ///                           AccumulatorOptions().unit(LossUnit::kToken).max_grad_norm(1.0));
@@ -74,8 +126,11 @@ struct WindowResult {
 ///       torch::Tensor loss_sum = loss_fn(model, micro);  // reduction = sum
 ///       acc.backward(loss_sum, counts_of(micro));
 ///     }
-///     WindowResult r = acc.step();                 // r.mean_loss, r.grad_norm, r.lr ...
+///     WindowResult r = acc.step();                 // r.mean_loss, r.grad_norm, r.skipped ...
 ///   }
+///
+/// With `acc.set_loss_scaler(&scaler)` every micro-batch loss is multiplied by the scaler's scale
+/// before backward, and the boundary unscales and updates the scaler once per window.
 ///
 /// Gradients must be zero (or undefined) when the first window begins: the accumulator owns them
 /// from then on.
@@ -90,8 +145,10 @@ class GradientAccumulator {
   /// Backward of one micro-batch: `loss_sum` is the sum of its per-unit losses (a scalar),
   /// `micro` what it holds. Gradients accumulate into the parameters' .grad.
   void backward(const torch::Tensor& loss_sum, const Counts& micro);
-  /// Closes the window: clip, step, schedule, zero. Throws std::logic_error if the micro-batches
-  /// did not add up to the counts declared by begin_window.
+  /// Closes the window: check for inf/NaN, then clip, schedule, step, zero; or skip. Throws
+  /// std::logic_error if the micro-batches did not add up to the counts declared by
+  /// begin_window, NonFiniteError for a non-finite window under NonFinitePolicy::kAbort, and the
+  /// loss scaler's std::runtime_error when it overflows at its minimum scale.
   WindowResult step();
 
   /// Abandons the open window: its partial gradients are freed and nothing is stepped, so the
@@ -105,16 +162,26 @@ class GradientAccumulator {
   void set_steps_taken(int64_t steps) { steps_taken_ = steps; }
   /// Whether a window is open.
   bool window_open() const { return window_open_; }
+  /// Uses `scaler` (not owned; null: no loss scaling) from the next window on.
+  void set_loss_scaler(LossScaler* scaler);
+  /// The loss scaler in use, or null.
+  LossScaler* loss_scaler() const { return scaler_; }
   /// The options in use.
   const AccumulatorOptions& options() const { return options_; }
 
  private:
   void free_gradients();
+  /// Frees the gradients, backs the scaler off and reports the window as skipped.
+  WindowResult skip(WindowResult result, SkipReason reason);
+  /// Throws NonFiniteError for the window that would have been the next step.
+  [[noreturn]] void abort_nonfinite(SkipReason reason, double mean_loss);
 
   std::vector<torch::Tensor> parameters_;
   torch::optim::Optimizer& optimizer_;
   const LrSchedule* schedule_;
   AccumulatorOptions options_;
+  LossScaler* scaler_ = nullptr;
+  double window_scale_ = 0.0;  // the scaler's scale when the window opened
   int64_t steps_taken_ = 0;
   bool window_open_ = false;
   Counts declared_;

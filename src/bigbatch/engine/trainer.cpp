@@ -48,13 +48,19 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
                  " must be >= 0");
   BB_CHECK_INPUT(options.eval_samples() >= 0, "train.eval_samples = ", options.eval_samples(),
                  " must be >= 0");
+  BB_CHECK_INPUT(options.max_consecutive_skips() >= 0,
+                 "train.max_consecutive_skips = ", options.max_consecutive_skips(),
+                 " must be >= 0");
 }
 
 TrainSummary Trainer::fit() {
   torch::nn::Module& model = *setup_.model;
-  GradientAccumulator accumulator(
-      model.parameters(), *setup_.optimizer, setup_.schedule,
-      AccumulatorOptions().unit(setup_.objective->unit()).max_grad_norm(options_.max_grad_norm()));
+  GradientAccumulator accumulator(model.parameters(), *setup_.optimizer, setup_.schedule,
+                                  AccumulatorOptions()
+                                      .unit(setup_.objective->unit())
+                                      .max_grad_norm(options_.max_grad_norm())
+                                      .on_nonfinite(options_.on_nonfinite()));
+  accumulator.set_loss_scaler(setup_.loss_scaler);
   WindowSampler sampler(setup_.train_data->size(), plan_.global_batch, options_.seed());
 
   TrainSummary summary;
@@ -68,6 +74,7 @@ TrainSummary Trainer::fit() {
   }
 
   ModeGuard training(model, true);
+  int64_t consecutive_skips = 0;
   while (accumulator.steps_taken() < options_.total_steps()) {
     const auto window_start = Clock::now();
     memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
@@ -77,17 +84,25 @@ TrainSummary Trainer::fit() {
     // 4. Observe.
     const double step_seconds = seconds_since(window_start);
     summary.train_seconds += step_seconds;
-    summary.steps = steps_taken_ = result.step;
+    summary.steps = steps_taken_ = accumulator.steps_taken();
     summary.epochs_started = window.epoch + 1;
-    summary.last_train_loss = result.mean_loss;
     summary.samples += result.counts.samples;
     summary.tokens += result.counts.tokens;
+    summary.skipped_steps += result.skipped ? 1 : 0;
+    consecutive_skips = result.skipped ? consecutive_skips + 1 : 0;
+    if (!result.skipped)
+      summary.last_train_loss = result.mean_loss;
     metrics::WindowRecord record =
         make_record(result, window.epoch, step_seconds, seconds_since(start));
     record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
+    record.skipped_steps = summary.skipped_steps;
     summary.peak_bytes = std::max(summary.peak_bytes, record.peak_bytes);
     for (metrics::MetricsSink* sink : sinks_)
       sink->on_window(record);
+    if (result.skipped) {
+      on_skipped(result, consecutive_skips);
+      continue;  // not a step: no evaluation is due
+    }
 
     const bool last = result.step == options_.total_steps();
     const bool due = options_.eval_every() > 0 && result.step % options_.eval_every() == 0;
@@ -98,6 +113,7 @@ TrainSummary Trainer::fit() {
     }
   }
   summary.final_micro_batch = plan_.micro_batch;
+  summary.final_loss_scale = setup_.loss_scaler != nullptr ? setup_.loss_scaler->scale() : 0.0;
   summary.seconds = seconds_since(start);
   for (metrics::MetricsSink* sink : sinks_)
     sink->on_finish();
@@ -136,12 +152,9 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window&
       if (!options_.retry_on_oom() || plan_.micro_batch == 1)
         throw;
       const int64_t smaller = plan_.micro_batch / 2;
-      for (metrics::MetricsSink* sink : sinks_) {
-        sink->on_notice(cat("out of memory at micro-batch ", plan_.micro_batch, " in step ",
-                            accumulator.steps_taken() + 1,
-                            "; restarting the window at micro-batch ", smaller,
-                            " (global batch unchanged)"));
-      }
+      notify(cat("out of memory at micro-batch ", plan_.micro_batch, " in step ",
+                 accumulator.steps_taken() + 1, "; restarting the window at micro-batch ", smaller,
+                 " (global batch unchanged)"));
       plan_.micro_batch = smaller;
       plan_.accum_steps = (plan_.global_batch + smaller - 1) / smaller;
     }
@@ -166,6 +179,9 @@ metrics::WindowRecord Trainer::make_record(const WindowResult& result, int64_t e
   record.elapsed_seconds = elapsed_seconds;
   record.samples_per_second = static_cast<double>(result.counts.samples) / step_seconds;
   record.tokens_per_second = static_cast<double>(result.counts.tokens) / step_seconds;
+  record.skipped = result.skipped;
+  record.skip_reason = to_string(result.skip_reason);
+  record.loss_scale = result.loss_scale;
   return record;
 }
 
@@ -200,6 +216,32 @@ metrics::EvalRecord Trainer::evaluate() {
 void Trainer::report_eval(metrics::EvalRecord record) {
   for (metrics::MetricsSink* sink : sinks_)
     sink->on_eval(record);
+}
+
+void Trainer::notify(const std::string& message) {
+  for (metrics::MetricsSink* sink : sinks_)
+    sink->on_notice(message);
+}
+
+void Trainer::on_skipped(const WindowResult& result, int64_t consecutive) {
+  const std::string cause = result.skip_reason == SkipReason::kNonFiniteLoss
+                                ? cat("non-finite loss (", result.mean_loss, ")")
+                            : result.loss_scale > 0
+                                ? cat("gradient overflow at loss scale ", result.loss_scale)
+                                : std::string("non-finite gradient");
+  const std::string scale = setup_.loss_scaler != nullptr
+                                ? cat("; loss scale now ", setup_.loss_scaler->scale())
+                                : std::string();
+  notify(cat("step ", result.step, " skipped: ", cause,
+             "; weights, optimizer state and lr schedule unchanged, its data dropped", scale));
+  if (consecutive > options_.max_consecutive_skips()) {
+    throw NonFiniteError(cat("stopping at optimizer step ", result.step, ": ", consecutive,
+                             " windows in a row were skipped as non-finite (more than "
+                             "train.max_consecutive_skips = ",
+                             options_.max_consecutive_skips(), "); the last had a ", cause,
+                             ". Look for a learning rate that is too high or bad input data"),
+                         result.step);
+  }
 }
 
 }  // namespace bigbatch::engine

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bigbatch/data/dataset.h"
@@ -32,6 +33,11 @@ struct TrainerOptions {
   /// On c10::OutOfMemoryError inside a window, restart the window with half the micro-batch
   /// (down to 1) instead of failing.
   TORCH_ARG(bool, retry_on_oom) = true;
+  /// A window with a non-finite loss (or, without a loss scaler, gradient): skip it or stop.
+  TORCH_ARG(NonFinitePolicy, on_nonfinite) = NonFinitePolicy::kSkip;
+  /// More than this many skipped windows in a row stop the run with a NonFiniteError. 25 lets a
+  /// loss scaler back off by 2^25 (from 2^24 down to below 1) before the run gives up.
+  TORCH_ARG(int64_t, max_consecutive_skips) = 25;
 };
 
 /// Everything the loop works on; the trainer holds references, the caller owns them.
@@ -43,17 +49,20 @@ struct TrainingSetup {
   const Plan* plan = nullptr;
   const data::Dataset* train_data = nullptr;
   const data::Dataset* val_data = nullptr;  ///< may be null: no evaluation
+  LossScaler* loss_scaler = nullptr;        ///< may be null: no loss scaling
 };
 
 /// How training went.
 struct TrainSummary {
-  int64_t steps = 0;              ///< optimizer steps taken
+  int64_t steps = 0;              ///< optimizer steps taken (skipped windows not included)
+  int64_t skipped_steps = 0;      ///< windows skipped as non-finite (their data is dropped)
+  double final_loss_scale = 0.0;  ///< the loss scale at the end; 0 without a loss scaler
   int64_t epochs_started = 0;     ///< epochs the data order reached
-  double last_train_loss = 0.0;   ///< mean loss of the last window
+  double last_train_loss = 0.0;   ///< mean loss of the last window that took a step
   double first_val_loss = 0.0;    ///< before training (NaN without validation data)
   double last_val_loss = 0.0;     ///< after training (NaN without validation data)
-  int64_t samples = 0;            ///< training samples seen
-  int64_t tokens = 0;             ///< counted training tokens seen
+  int64_t samples = 0;            ///< training samples seen (skipped windows included)
+  int64_t tokens = 0;             ///< counted training tokens seen (skipped windows included)
   double seconds = 0.0;           ///< wall time of the loop, evaluation included
   double train_seconds = 0.0;     ///< wall time of the windows alone
   int64_t peak_bytes = 0;         ///< peak tensor memory of any window (0: not tracked)
@@ -64,8 +73,10 @@ struct TrainSummary {
 ///   1 take a window of sample indices and split it into micro-batches (plan.split_window)
 ///   2 count the window, then forward + backward each micro-batch (GradientAccumulator); out of
 ///     memory restarts the window at half the micro-batch
-///   3 boundary: clip, lr schedule, optimizer step, zero gradients
-///   4 observe: metrics sinks; evaluate when due
+///   3 boundary: unscale + check for inf/NaN, clip, lr schedule, optimizer step, zero gradients;
+///     or skip a non-finite window (its data is dropped, not retried; it is not a step)
+///   4 observe: metrics sinks (skipped windows too, with a notice); evaluate when due
+/// The loop runs until options.total_steps optimizer steps are taken.
 class Trainer {
  public:
   Trainer(const TrainingSetup& setup, TrainerOptions options);
@@ -88,6 +99,9 @@ class Trainer {
   metrics::WindowRecord make_record(const WindowResult& result, int64_t epoch, double step_seconds,
                                     double elapsed_seconds) const;
   void report_eval(metrics::EvalRecord record);
+  void notify(const std::string& message);
+  /// Tells the sinks about a skipped window; throws NonFiniteError after too many in a row.
+  void on_skipped(const WindowResult& result, int64_t consecutive);
 
   TrainingSetup setup_;
   TrainerOptions options_;

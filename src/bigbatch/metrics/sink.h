@@ -6,9 +6,10 @@
 
 namespace bigbatch::metrics {
 
-/// One optimizer step (one accumulation window).
+/// One accumulation window: an optimizer step, or a skipped (non-finite) window.
 struct WindowRecord {
-  int64_t step = 0;                 ///< optimizer steps taken, this one included
+  int64_t step = 0;                 ///< optimizer steps taken, this one included; a skipped
+                                    ///< window carries the step it would have been
   int64_t total_steps = 0;          ///< planned optimizer steps
   int64_t epoch = 0;                ///< 0-based epoch the window was drawn from
   double loss = 0.0;                ///< the window's true mean loss
@@ -24,6 +25,10 @@ struct WindowRecord {
   double elapsed_seconds = 0.0;     ///< wall time since training started
   double samples_per_second = 0.0;  ///< over this window
   double tokens_per_second = 0.0;   ///< over this window
+  bool skipped = false;             ///< no optimizer step: weights and lr schedule unchanged
+  std::string skip_reason;          ///< "nonfinite_loss" or "nonfinite_gradient"; "" if taken
+  int64_t skipped_steps = 0;        ///< windows skipped so far, this one included
+  double loss_scale = 0.0;          ///< the window's loss scale; 0: no loss scaling
 };
 
 /// One evaluation on the held-out split.

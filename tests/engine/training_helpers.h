@@ -1,0 +1,51 @@
+// Shared pieces of the training tests: a sink that records everything, random data, errors.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bigbatch/engine/accumulator.h"
+#include "bigbatch/metrics/sink.h"
+
+namespace bigbatch::testing {
+
+/// Records every window, evaluation and notice.
+class RecordingSink : public metrics::MetricsSink {
+ public:
+  void on_window(const metrics::WindowRecord& r) override { windows.push_back(r); }
+  void on_eval(const metrics::EvalRecord& r) override { evals.push_back(r); }
+  void on_notice(const std::string& message) override { notices.push_back(message); }
+  std::vector<metrics::WindowRecord> windows;
+  std::vector<metrics::EvalRecord> evals;
+  std::vector<std::string> notices;
+};
+
+/// `n` random bytes from a fixed seed.
+inline std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
+  torch::manual_seed(seed);
+  const torch::Tensor t = torch::randint(0, 256, {n}, torch::kLong);
+  std::vector<uint8_t> bytes(n);
+  for (int64_t i = 0; i < n; ++i)
+    bytes[i] = static_cast<uint8_t>(t[i].item<int64_t>());
+  return bytes;
+}
+
+/// Runs `action` and returns the engine::NonFiniteError it must throw (a test failure, and an
+/// error with step -1, when it throws none).
+template <typename Action>
+engine::NonFiniteError nonfinite_error_of(Action action) {
+  try {
+    action();
+  } catch (const engine::NonFiniteError& error) {
+    return error;
+  }
+  ADD_FAILURE() << "expected engine::NonFiniteError";
+  return engine::NonFiniteError("", -1);
+}
+
+}  // namespace bigbatch::testing

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -57,12 +58,42 @@ TEST(ProgressPrinter, TerminalRedrawsOneLine) {
             "4.10k tok/s  ETA 15s\n");
 }
 
+TEST(ProgressPrinter, ShowsTheLossScaleAndSkippedWindowsButNoLineForASkippedWindow) {
+  std::ostringstream out;
+  metrics::ProgressOptions options;
+  options.log_every = 1;
+  metrics::ProgressPrinter progress(out, options);
+  metrics::WindowRecord skipped = window(3);
+  skipped.skipped = true;
+  skipped.skipped_steps = 1;
+  skipped.loss_scale = 65536;
+  progress.on_window(skipped);
+  progress.on_notice("step 3 skipped: non-finite loss (inf)");
+  metrics::WindowRecord next = window(3);
+  next.skipped_steps = 1;
+  next.loss_scale = 32768;
+  progress.on_window(next);
+  const std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+  EXPECT_EQ(text.find("note: step 3 skipped: non-finite loss (inf)\nstep  3/30 loss 2.5000"), 0u)
+      << text;
+  EXPECT_NE(text.find("ETA 27s  scale 32768  skipped 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("65536"), std::string::npos) << text;
+}
+
 TEST(JsonlSink, OneObjectPerLine) {
   testing::TempDir dir;
   const std::string path = (dir.path() / "metrics.jsonl").string();
   {
     metrics::JsonlSink sink(path);
     sink.on_window(window(1));
+    metrics::WindowRecord skipped = window(2);
+    skipped.loss = std::numeric_limits<double>::quiet_NaN();
+    skipped.skipped = true;
+    skipped.skip_reason = "nonfinite_loss";
+    skipped.skipped_steps = 1;
+    skipped.loss_scale = 1024;
+    sink.on_window(skipped);
     metrics::EvalRecord eval;
     eval.step = 1;
     eval.loss = 3.0;
@@ -75,6 +106,16 @@ TEST(JsonlSink, OneObjectPerLine) {
   EXPECT_EQ(first["type"], "window");
   EXPECT_EQ(first["step"], 1);
   EXPECT_EQ(first["tokens"], 4096);
+  EXPECT_EQ(first["skipped"], false);
+  EXPECT_EQ(first["skip_reason"], "");
+  EXPECT_EQ(first["loss_scale"], 0.0);
+  std::getline(lines, line);
+  const auto second = nlohmann::json::parse(line);
+  EXPECT_EQ(second["skipped"], true);
+  EXPECT_EQ(second["skip_reason"], "nonfinite_loss");
+  EXPECT_EQ(second["skipped_steps"], 1);
+  EXPECT_EQ(second["loss_scale"], 1024.0);
+  EXPECT_TRUE(second["loss"].is_null());
   std::getline(lines, line);
   EXPECT_EQ(nlohmann::json::parse(line)["type"], "eval");
   EXPECT_THROW(metrics::JsonlSink("/nonexistent/dir/metrics.jsonl"), std::runtime_error);

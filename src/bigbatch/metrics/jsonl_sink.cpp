@@ -30,7 +30,11 @@ void JsonlSink::on_window(const WindowRecord& r) {
                                {"step_seconds", r.step_seconds},
                                {"elapsed_seconds", r.elapsed_seconds},
                                {"samples_per_second", r.samples_per_second},
-                               {"tokens_per_second", r.tokens_per_second}};
+                               {"tokens_per_second", r.tokens_per_second},
+                               {"skipped", r.skipped},
+                               {"skip_reason", r.skip_reason},
+                               {"skipped_steps", r.skipped_steps},
+                               {"loss_scale", r.loss_scale}};
   write_line(line.dump());
 }
 

@@ -9,8 +9,9 @@
 namespace bigbatch::metrics {
 
 /// Appends one JSON object per line to a file, flushed as it goes, so a crashed run keeps its
-/// history. Window lines have "type":"window" and every WindowRecord field; evaluation lines have
-/// "type":"eval" and every EvalRecord field.
+/// history. Window lines have "type":"window" and every WindowRecord field (a non-finite loss of a
+/// skipped window is written as null); evaluation lines have "type":"eval" and every EvalRecord
+/// field; notices have "type":"notice" and "message".
 class JsonlSink : public MetricsSink {
  public:
   /// Opens (creates or truncates) `path`; throws std::runtime_error naming it on failure.

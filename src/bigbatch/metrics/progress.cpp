@@ -23,12 +23,24 @@ std::string bar(int64_t done, int64_t total, int width) {
   return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
 }
 
+/// "  scale 65536" with a loss scaler, "  skipped 3" once a window was skipped; else nothing.
+std::string amp_fields(const WindowRecord& r) {
+  std::string text;
+  if (r.loss_scale > 0)
+    text += "  scale " + format("%g", r.loss_scale);
+  if (r.skipped_steps > 0)
+    text += "  skipped " + std::to_string(r.skipped_steps);
+  return text;
+}
+
 }  // namespace
 
 ProgressPrinter::ProgressPrinter(std::ostream& out, ProgressOptions options)
     : out_(out), options_(options) {}
 
 void ProgressPrinter::on_window(const WindowRecord& r) {
+  if (r.skipped)
+    return;  // the trainer's notice says what happened; the next step is drawn as usual
   const double rate = options_.count_tokens ? r.tokens_per_second : r.samples_per_second;
   const double per_step = r.elapsed_seconds / static_cast<double>(r.step);
   const double eta = per_step * static_cast<double>(r.total_steps - r.step);
@@ -39,7 +51,7 @@ void ProgressPrinter::on_window(const WindowRecord& r) {
   const std::string fields = " loss " + format("%.4f", r.loss) + "  lr " + format("%.2e", r.lr) +
                              "  " + human_count(rate) +
                              (options_.count_tokens ? " tok/s" : " samples/s") + "  ETA " +
-                             human_duration(eta);
+                             human_duration(eta) + amp_fields(r);
   if (options_.interactive) {
     out_ << "\r\033[K" << step_text << " " << bar(r.step, r.total_steps, 20) << fields
          << std::flush;

@@ -19,7 +19,9 @@ struct ProgressOptions {
 };
 
 /// Shows, per optimizer step: step/total, the window's mean loss, the learning rate, throughput
-/// and the estimated time to finish; evaluation results on lines of their own.
+/// and the estimated time to finish, then the loss scale (with a loss scaler) and the count of
+/// skipped windows (once there is one); evaluation results and notices (a skipped window is one)
+/// on lines of their own. Skipped windows draw no step line.
 class ProgressPrinter : public MetricsSink {
  public:
   ProgressPrinter(std::ostream& out, ProgressOptions options);

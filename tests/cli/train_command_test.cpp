@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -191,6 +192,94 @@ TEST_F(TrainCommand, AutoMicroBatchFitsTheBudgetAndKeepsTheGlobalBatch) {
                      "gpt.checkpointing", run_dir("x"));
   expect_input_error(run("train -s batch.micro_batch=big --run-dir " + run_dir("x")),
                      "an integer or \"auto\"", run_dir("x"));
+}
+
+/// The window records of a run's metrics.jsonl.
+std::vector<nlohmann::json> window_records(const std::string& run_dir) {
+  std::istringstream metrics(testing::read_file(fs::path(run_dir) / "metrics.jsonl"));
+  std::vector<nlohmann::json> windows;
+  std::string line;
+  while (std::getline(metrics, line)) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] == "window")
+      windows.push_back(record);
+  }
+  return windows;
+}
+
+TEST_F(TrainCommand, DynamicLossScalingTrainsAndReportsTheScale) {
+  const std::string out = run_dir("scaled");
+  const Result r = run("train " + corpus_arg() + kTinyGpt +
+                       " -s loss_scale.mode=dynamic -s loss_scale.init_scale=1024 "
+                       "-s loss_scale.growth_interval=2 --steps 4 --run-dir " +
+                       out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("loss_scale     dynamic        init 1024, x2 after 2 clean windows"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("scale 2048"), std::string::npos) << r.output;  // step 4 used 2048
+  const auto windows = window_records(out);
+  ASSERT_EQ(windows.size(), 4u);
+  for (size_t i = 0; i < windows.size(); ++i) {
+    EXPECT_EQ(windows[i]["loss_scale"], 1024.0 * (1 << (i / 2))) << i;
+    EXPECT_EQ(windows[i]["skipped"], false);
+  }
+  const auto summary = nlohmann::json::parse(testing::read_file(fs::path(out) / "summary.json"));
+  EXPECT_EQ(summary["steps"], 4);
+  EXPECT_EQ(summary["skipped_steps"], 0);
+  EXPECT_EQ(summary["final_loss_scale"], 4096.0);
+}
+
+TEST_F(TrainCommand, OverflowingScaleSkipsWindowsVisiblyAndCanStopTheRun) {
+  // 2^140 overflows float32 for certain: at least 13 windows back off before a step is taken.
+  const std::string huge =
+      " -s loss_scale.mode=dynamic -s loss_scale.init_scale=1.3937965749081640e42";
+  const std::string out = run_dir("overflow");
+  const Result r = run("train " + corpus_arg() + kTinyGpt + huge + " --steps 2 --run-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: step 1 skipped: gradient overflow at loss scale 1.39"),
+            std::string::npos)
+      << r.output;
+  const auto summary = nlohmann::json::parse(testing::read_file(fs::path(out) / "summary.json"));
+  EXPECT_EQ(summary["steps"], 2);
+  const int64_t skipped = summary["skipped_steps"].get<int64_t>();
+  EXPECT_GE(skipped, 13);
+  EXPECT_EQ(summary["final_loss_scale"].get<double>(), std::ldexp(1.0, 140 - skipped));
+  const auto windows = window_records(out);
+  ASSERT_EQ(windows.size(), static_cast<size_t>(2 + skipped));
+  EXPECT_EQ(windows[0]["skipped"], true);
+  EXPECT_EQ(windows[0]["skip_reason"], "nonfinite_gradient");
+  EXPECT_EQ(windows[0]["step"], 1);
+  EXPECT_EQ(windows.back()["skipped_steps"], skipped);
+
+  const Result stopped =
+      run("train " + corpus_arg() + kTinyGpt + huge +
+          " -s train.max_consecutive_skips=2 --steps 2 --run-dir " + run_dir("stopped"));
+  EXPECT_EQ(stopped.exit_code, 1) << stopped.output;
+  EXPECT_NE(stopped.output.find("error: stopping at optimizer step 1: 3 windows in a row were "
+                                "skipped as non-finite (more than train.max_consecutive_skips = "
+                                "2)"),
+            std::string::npos)
+      << stopped.output;
+}
+
+TEST_F(TrainCommand, LossScaleAndNonFiniteKeysOutOfRangeAreInputErrors) {
+  const std::string out = run_dir("never");
+  const auto bad = [&](const std::string& assignment, const std::string& expected) {
+    expect_input_error(run("train " + corpus_arg() + "-s " + assignment + " --run-dir " + out),
+                       expected, out);
+  };
+  bad("loss_scale.mode=fp16", "loss_scale.mode");
+  bad("loss_scale.growth_factor=1", "loss_scale.growth_factor = 1 must be > 1");
+  bad("loss_scale.backoff_factor=1.5", "loss_scale.backoff_factor = 1.5 must be between 0 and 1");
+  bad("loss_scale.backoff_factor=0", "loss_scale.backoff_factor = 0 must be between 0 and 1");
+  bad("loss_scale.min_scale=0", "loss_scale.min_scale = 0 must be positive");
+  bad("loss_scale.init_scale=0.5",
+      "loss_scale.init_scale = 0.5 must be finite and >= "
+      "loss_scale.min_scale = 1");
+  bad("loss_scale.growth_interval=0", "loss_scale.growth_interval = 0 must be >= 1");
+  bad("train.on_nonfinite=ignore", "train.on_nonfinite");
+  bad("train.max_consecutive_skips=-1", "train.max_consecutive_skips = -1 must be >= 0");
 }
 
 TEST_F(TrainCommand, RefusesToOverwriteAnotherRun) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bigbatch/cli/run_dir.h"
 #include "bigbatch/cli/train_config.h"
@@ -33,6 +34,26 @@ struct PlanView {
   std::string micro_batch_search;  ///< how "auto" chose, or empty
   std::string run_dir;             ///< empty when nothing is written
 };
+
+/// The loss_scale and on_nonfinite rows of the optimization section.
+void add_nonfinite_rows(Table& table, const TrainConfig& config) {
+  const engine::LossScalerOptions& scaler = config.loss_scaler;
+  if (loss_scaling_enabled(config)) {
+    table.add("loss_scale", "dynamic",
+              cat("init ", scaler.init_scale(), ", x", scaler.growth_factor(), " after ",
+                  scaler.growth_interval(), " clean windows, x", scaler.backoff_factor(),
+                  " on overflow, min ", scaler.min_scale()));
+  } else {
+    table.add("loss_scale", "off",
+              config.loss_scale == LossScaleMode::kAuto ? "auto: only with fp16, not in use"
+                                                        : "not scaled");
+  }
+  table.add("on_nonfinite", engine::to_string(config.on_nonfinite),
+            config.on_nonfinite == engine::NonFinitePolicy::kSkip
+                ? cat("inf/NaN window dropped, no step; stop after ", config.max_consecutive_skips,
+                      " in a row")
+                : std::string("stop at the first inf/NaN loss or gradient"));
+}
 
 Table plan_table(const PlanView& view) {
   const TrainConfig& config = view.config;
@@ -82,6 +103,7 @@ Table plan_table(const PlanView& view) {
             cat(config.schedule.warmup_steps(), " warmup steps, final lr x",
                 config.schedule.min_lr_ratio()));
   table.add("max_grad_norm", cat(config.max_grad_norm), "clipping of the window gradient");
+  add_nonfinite_rows(table, config);
   table.add("loss", w.objective->unit() == engine::LossUnit::kToken ? "per token" : "per sample",
             "mean over the whole window");
   table.section("run");
@@ -114,6 +136,9 @@ void write_summary(const std::string& run_dir, const engine::TrainSummary& s,
       {"tokens_per_second", tokens_per_second},
       {"peak_bytes", s.peak_bytes},
       {"final_micro_batch", s.final_micro_batch},
+      {"skipped_steps", s.skipped_steps},
+      {"final_loss_scale",
+       s.final_loss_scale > 0 ? nlohmann::json(s.final_loss_scale) : nlohmann::json(nullptr)},
       {"sample", sample}};
   io::write_file_atomically(
       run_dir + "/summary.json",
@@ -153,12 +178,18 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   }
   auto optimizer =
       engine::make_optimizer(*w.module, engine::OptimizerOptions(config.optim).lr(plan.lr));
-  const engine::TrainerOptions trainer_options = engine::TrainerOptions()
-                                                     .total_steps(steps)
-                                                     .eval_every(config.eval_every)
-                                                     .eval_samples(config.eval_samples)
-                                                     .seed(config.seed)
-                                                     .max_grad_norm(config.max_grad_norm);
+  const engine::TrainerOptions trainer_options =
+      engine::TrainerOptions()
+          .total_steps(steps)
+          .eval_every(config.eval_every)
+          .eval_samples(config.eval_samples)
+          .seed(config.seed)
+          .max_grad_norm(config.max_grad_norm)
+          .on_nonfinite(config.on_nonfinite)
+          .max_consecutive_skips(config.max_consecutive_skips);
+  std::optional<engine::LossScaler> scaler;
+  if (loss_scaling_enabled(config))
+    scaler.emplace(config.loss_scaler);
   engine::TrainingSetup setup;
   setup.model = w.module.get();
   setup.objective = w.objective.get();
@@ -167,6 +198,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   setup.plan = &plan;
   setup.train_data = w.train.get();
   setup.val_data = w.val.get();
+  setup.loss_scaler = scaler ? &*scaler : nullptr;
   engine::Trainer trainer(setup, trainer_options);
 
   if (options.plan_only) {
@@ -200,6 +232,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   }
   write_summary(run_dir, summary, sample);
   out << "\nfinished " << summary.steps << " steps in " << human_duration(summary.seconds)
+      << (summary.skipped_steps > 0 ? cat(" (", summary.skipped_steps, " windows skipped)") : "")
       << ": train loss " << summary.last_train_loss << ", val loss " << summary.first_val_loss
       << " -> " << summary.last_val_loss << "\nrun directory: " << run_dir << "\n";
   return 0;

@@ -2,11 +2,16 @@
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/engine/trainer.h"
 
 namespace bigbatch::cli {
 
 std::string to_string(ModelKind kind) {
   return kind == ModelKind::kGpt ? "gpt" : "mlp";
+}
+
+bool loss_scaling_enabled(const TrainConfig& config) {
+  return config.loss_scale == LossScaleMode::kDynamic;  // kAuto: no fp16 precision exists yet
 }
 
 namespace {
@@ -93,6 +98,32 @@ void read_optimization(ConfigReader& c, TrainConfig& t) {
       .min_lr_ratio(c.get_double("schedule.min_lr_ratio", 0.1, "final lr / peak lr"));
 }
 
+void read_loss_scale(ConfigReader& c, TrainConfig& t) {
+  const std::string mode =
+      c.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "off"},
+                   "dynamic loss scaling: auto = only with fp16 (none yet), dynamic = always");
+  t.loss_scale = mode == "dynamic" ? LossScaleMode::kDynamic
+                 : mode == "off"   ? LossScaleMode::kOff
+                                   : LossScaleMode::kAuto;
+  const engine::LossScalerOptions defaults;
+  t.loss_scaler
+      .init_scale(c.get_double("loss_scale.init_scale", defaults.init_scale(),
+                               "scale of the first window; powers of two unscale exactly"))
+      .growth_factor(c.get_double("loss_scale.growth_factor", defaults.growth_factor(),
+                                  "scale x this after growth_interval clean windows (> 1)"))
+      .backoff_factor(c.get_double("loss_scale.backoff_factor", defaults.backoff_factor(),
+                                   "scale x this after a window with inf/NaN gradients (0..1)"))
+      .growth_interval(c.get_int("loss_scale.growth_interval", defaults.growth_interval(),
+                                 "clean windows in a row before the scale grows"))
+      .min_scale(c.get_double("loss_scale.min_scale", defaults.min_scale(),
+                              "lowest scale; an overflow at it stops the run"));
+  try {
+    engine::check_loss_scaler_options(t.loss_scaler);
+  } catch (const InputError& error) {
+    throw InputError(cat(c.source(), ": ", error.what()));
+  }
+}
+
 void read_loop(ConfigReader& c, TrainConfig& t) {
   t.steps = c.get_int("train.steps", 300, "optimizer steps (windows); 0 = use train.epochs");
   t.epochs = c.get_int("train.epochs", 0, "passes over the training split; overrides steps");
@@ -105,6 +136,15 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
   t.eval_every = c.get_int("train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end");
   t.eval_samples = c.get_int("train.eval_samples", 512, "validation samples per evaluation");
   t.log_every = c.get_int("train.log_every", 10, "progress line every N steps (non-terminal)");
+  t.on_nonfinite = engine::parse_nonfinite_policy(
+      c.get_choice("train.on_nonfinite", "skip", {"skip", "abort"},
+                   "a window with inf/NaN loss or gradient: drop it (no step) or stop"),
+      "train.on_nonfinite");
+  t.max_consecutive_skips =
+      c.get_int("train.max_consecutive_skips", engine::TrainerOptions().max_consecutive_skips(),
+                "more skipped windows in a row than this stop the run");
+  BB_CHECK_INPUT(t.max_consecutive_skips >= 0, c.source(),
+                 ": train.max_consecutive_skips = ", t.max_consecutive_skips, " must be >= 0");
   const int64_t seed = c.get_int("train.seed", 1, "seeds initialisation and data order");
   BB_CHECK_INPUT(seed >= 0, c.source(), ": train.seed = ", seed, " must be >= 0");
   t.seed = static_cast<uint64_t>(seed);
@@ -126,6 +166,7 @@ TrainConfig read_train_config(ConfigReader& config) {
   read_data_and_batch(config, result);
   read_memory(config, result);
   read_optimization(config, result);
+  read_loss_scale(config, result);
   read_loop(config, result);
   config.check_all_used();
   result.resolved_toml = config.resolved_toml();

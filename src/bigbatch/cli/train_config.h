@@ -6,6 +6,8 @@
 
 #include "bigbatch/cli/config_reader.h"
 #include "bigbatch/data/text_corpus.h"
+#include "bigbatch/engine/accumulator.h"
+#include "bigbatch/engine/loss_scaler.h"
 #include "bigbatch/engine/lr_schedule.h"
 #include "bigbatch/engine/optimizer.h"
 #include "bigbatch/engine/plan.h"
@@ -19,6 +21,13 @@ namespace bigbatch::cli {
 /// Which built-in model to train.
 enum class ModelKind { kGpt, kMlp };
 
+/// Whether the loss is scaled dynamically (`loss_scale.mode`).
+enum class LossScaleMode {
+  kAuto,     ///< only where fp16 is in use (no precision setting selects fp16 yet: off)
+  kDynamic,  ///< always, in any precision (to rehearse it, or for fp16 run another way)
+  kOff,      ///< never
+};
+
 /// Everything `bigbatch train` needs, read from TOML and overrides.
 struct TrainConfig {
   ModelKind model = ModelKind::kGpt;
@@ -28,6 +37,10 @@ struct TrainConfig {
   engine::BatchOptions batch;
   engine::OptimizerOptions optim;
   double max_grad_norm = 1.0;
+  LossScaleMode loss_scale = LossScaleMode::kAuto;
+  engine::LossScalerOptions loss_scaler;  ///< used when loss_scaling_enabled()
+  engine::NonFinitePolicy on_nonfinite = engine::NonFinitePolicy::kSkip;
+  int64_t max_consecutive_skips = 0;   ///< skipped windows in a row that stop the run
   engine::LrScheduleOptions schedule;  ///< peak_lr and total_steps are filled in from the plan
   int64_t steps = 0;                   ///< optimizer steps; 0 when epochs is given
   int64_t epochs = 0;                  ///< passes over the training split; 0 when steps is given
@@ -52,5 +65,9 @@ TrainConfig read_train_config(ConfigReader& config);
 
 /// The config spelling of a model kind.
 std::string to_string(ModelKind kind);
+
+/// Whether training uses a LossScaler: loss_scale.mode = "dynamic", or "auto" with fp16 (which
+/// no precision setting selects yet; a `precision` key will decide it here).
+bool loss_scaling_enabled(const TrainConfig& config);
 
 }  // namespace bigbatch::cli

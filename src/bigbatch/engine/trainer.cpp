@@ -232,8 +232,8 @@ void Trainer::on_skipped(const WindowResult& result, int64_t consecutive) {
   const std::string scale = setup_.loss_scaler != nullptr
                                 ? cat("; loss scale now ", setup_.loss_scaler->scale())
                                 : std::string();
-  notify(cat("step ", result.step, " skipped: ", cause,
-             "; weights, optimizer state and lr schedule unchanged, its data dropped", scale));
+  notify(cat("step ", result.step, " skipped: ", cause, scale,
+             " (weights, optimizer state and lr schedule unchanged; its data dropped)"));
   if (consecutive > options_.max_consecutive_skips()) {
     throw NonFiniteError(cat("stopping at optimizer step ", result.step, ": ", consecutive,
                              " windows in a row were skipped as non-finite (more than "

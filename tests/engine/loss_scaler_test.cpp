@@ -36,6 +36,15 @@ TEST(LossScaler, ScaledGradientsUnscaleToTheUnscaledOnesExactly) {
   EXPECT_TRUE(torch::equal(w.grad(), reference));  // a power of two: bit-exact
 }
 
+TEST(LossScaler, ScalesAHalfLossInFloat32) {
+  LossScaler scaler;  // 65536: 5 x 65536 is beyond half's largest value, 65504
+  const torch::Tensor scaled = scaler.scale_loss(torch::full({}, 5.0, torch::kHalf));
+  EXPECT_EQ(scaled.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(scaled.item<float>(), 327680.0f);
+  EXPECT_EQ(scaler.scale_loss(torch::full({}, 5.0, torch::kFloat64)).scalar_type(),
+            torch::kFloat64);
+}
+
 TEST(LossScaler, GrowsExactlyAfterGrowthIntervalCleanWindows) {
   LossScaler scaler(LossScalerOptions().init_scale(8).growth_factor(2).growth_interval(3));
   for (int round = 1; round <= 3; ++round) {

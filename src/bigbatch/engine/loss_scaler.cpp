@@ -27,7 +27,10 @@ LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
 }
 
 torch::Tensor LossScaler::scale_loss(const torch::Tensor& loss) const {
-  return loss * state_.scale;
+  // As PyTorch's float32 scale tensor does: a half or bfloat16 loss is scaled in float32, so the
+  // scaled loss itself cannot overflow; gradients go back to the model's precision in backward.
+  const bool reduced = loss.scalar_type() == torch::kHalf || loss.scalar_type() == torch::kBFloat16;
+  return (reduced ? loss.to(torch::kFloat32) : loss) * state_.scale;
 }
 
 bool LossScaler::unscale_and_check(const std::vector<torch::Tensor>& parameters) {

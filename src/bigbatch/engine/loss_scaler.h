@@ -63,7 +63,8 @@ class LossScaler {
 
   /// The scale of the current window.
   double scale() const { return state_.scale; }
-  /// `loss` times the current scale, to call backward on.
+  /// `loss` times the current scale, to call backward on; computed in float32 for a half or
+  /// bfloat16 loss (so 65536 x a loss above 1 is not already inf in half), else in its dtype.
   torch::Tensor scale_loss(const torch::Tensor& loss) const;
   /// Once per window, at the boundary: multiplies every defined gradient of `parameters` by
   /// 1/scale in place and returns whether any of them holds inf or NaN (an exact per-element

@@ -13,8 +13,8 @@ struct WindowRecord {
   int64_t total_steps = 0;          ///< planned optimizer steps
   int64_t epoch = 0;                ///< 0-based epoch the window was drawn from
   double loss = 0.0;                ///< the window's true mean loss
-  double lr = 0.0;                  ///< learning rate of this step
-  double grad_norm = 0.0;           ///< window-gradient norm before clipping
+  double lr = 0.0;                  ///< learning rate of this step; 0 for a skipped window
+  double grad_norm = 0.0;           ///< window-gradient norm before clipping; 0 when skipped
   bool clipped = false;             ///< whether clipping acted
   int64_t samples = 0;              ///< samples in the window
   int64_t tokens = 0;               ///< counted tokens in the window (samples for sample losses)

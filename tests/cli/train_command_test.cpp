@@ -8,45 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/cli_support.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Result run(const std::string& arguments) {
-  const std::string command = std::string(BIGBATCH_CLI_PATH) + " " + arguments + " 2>&1";
-  Result result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr)
-    return result;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-/// About 40 KB of varied English text.
-std::string small_corpus() {
-  const char* words[] = {"the",   "quick", "brown", "fox",  "jumps", "over", "a",   "lazy", "dog",
-                         "while", "seven", "wise",  "owls", "watch", "from", "old", "trees"};
-  std::ostringstream text;
-  uint64_t state = 12345;
-  for (int i = 0; i < 7000; ++i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    text << words[(state >> 33) % 17] << ((state >> 20) % 9 == 0 ? ".\n" : " ");
-  }
-  return text.str();
-}
 
 /// A tiny, fast GPT run on the small corpus.
 const char* kTinyGpt =

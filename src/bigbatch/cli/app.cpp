@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 
+#include "bigbatch/cli/bench_memory_command.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/check.h"
 
@@ -42,6 +43,27 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       "config", "Print every config key with the value in effect and its meaning, as TOML");
   add_config_options(*config, config_options);
 
+  BenchMemoryOptions bench_memory_options;
+  CLI::App* bench = app.add_subcommand("bench", "Measure bigbatch on this machine");
+  bench->require_subcommand(1);
+  CLI::App* bench_memory = bench->add_subcommand(
+      "memory",
+      "Peak memory and throughput against micro-batch size, with and without activation "
+      "checkpointing (table, bench.json and memory.svg)");
+  add_config_options(*bench_memory, bench_memory_options.config);
+  bench_memory
+      ->add_option("--micro-batches", bench_memory_options.micro_batches,
+                   "sizes to measure, e.g. 1,2,4,8 (default: powers of two up to the global batch)")
+      ->delimiter(',');
+  bench_memory
+      ->add_option("--checkpointing", bench_memory_options.checkpointing,
+                   "policies to measure, e.g. none,blocks,every:2 (default: none,blocks for gpt)")
+      ->delimiter(',');
+  bench_memory->add_option("--steps", bench_memory_options.steps,
+                           "timed optimizer steps per point, after one warm-up step (default 3)");
+  bench_memory->add_option("--out", bench_memory_options.out_dir,
+                           "output directory (default: runs/bench-memory-<time>)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -57,6 +79,8 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         train_options.overrides.push_back("train.run_dir=" + run_dir);
       return run_train(train_options, out);
     }
+    if (bench_memory->parsed())
+      return run_bench_memory(bench_memory_options, out);
     return run_config(config_options, out);
   } catch (const InputError& error) {
     out.flush();

@@ -167,8 +167,6 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   const int64_t windows_per_epoch =
       engine::WindowSampler(w.train->size(), plan.global_batch, config.seed).windows_per_epoch();
   const int64_t steps = config.epochs > 0 ? config.epochs * windows_per_epoch : config.steps;
-  const engine::LrSchedule schedule(
-      engine::LrScheduleOptions(config.schedule).peak_lr(plan.lr).total_steps(steps));
   tracker.set_budget(config.memory_budget);
   std::string micro_batch_search;
   if (config.auto_micro_batch) {
@@ -176,30 +174,8 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
     plan = even_plan(batch, found.micro_batch);
     micro_batch_search = found.describe();
   }
-  auto optimizer =
-      engine::make_optimizer(*w.module, engine::OptimizerOptions(config.optim).lr(plan.lr));
-  const engine::TrainerOptions trainer_options =
-      engine::TrainerOptions()
-          .total_steps(steps)
-          .eval_every(config.eval_every)
-          .eval_samples(config.eval_samples)
-          .seed(config.seed)
-          .max_grad_norm(config.max_grad_norm)
-          .on_nonfinite(config.on_nonfinite)
-          .max_consecutive_skips(config.max_consecutive_skips);
-  std::optional<engine::LossScaler> scaler;
-  if (loss_scaling_enabled(config))
-    scaler.emplace(config.loss_scaler);
-  engine::TrainingSetup setup;
-  setup.model = w.module.get();
-  setup.objective = w.objective.get();
-  setup.optimizer = optimizer.get();
-  setup.schedule = &schedule;
-  setup.plan = &plan;
-  setup.train_data = w.train.get();
-  setup.val_data = w.val.get();
-  setup.loss_scaler = scaler ? &*scaler : nullptr;
-  engine::Trainer trainer(setup, trainer_options);
+  const TrainingParts parts = make_training_parts(config, w, plan, steps);
+  engine::Trainer trainer(parts.setup(w, plan), parts.options);
 
   if (options.plan_only) {
     out << plan_table({config, plan, w, corpus, steps, windows_per_epoch, micro_batch_search, ""})

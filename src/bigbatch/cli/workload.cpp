@@ -52,6 +52,39 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
   return w;
 }
 
+engine::TrainingSetup TrainingParts::setup(const Workload& w, const engine::Plan& plan) const {
+  engine::TrainingSetup setup;
+  setup.model = w.module.get();
+  setup.objective = w.objective.get();
+  setup.optimizer = optimizer.get();
+  setup.schedule = schedule.get();
+  setup.plan = &plan;
+  setup.train_data = w.train.get();
+  setup.val_data = w.val.get();
+  setup.loss_scaler = loss_scaler.get();
+  return setup;
+}
+
+TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
+                                  const engine::Plan& plan, int64_t steps) {
+  TrainingParts parts;
+  parts.optimizer =
+      engine::make_optimizer(*w.module, engine::OptimizerOptions(config.optim).lr(plan.lr));
+  parts.schedule = std::make_unique<engine::LrSchedule>(
+      engine::LrScheduleOptions(config.schedule).peak_lr(plan.lr).total_steps(steps));
+  if (loss_scaling_enabled(config))
+    parts.loss_scaler = std::make_unique<engine::LossScaler>(config.loss_scaler);
+  parts.options = engine::TrainerOptions()
+                      .total_steps(steps)
+                      .eval_every(config.eval_every)
+                      .eval_samples(config.eval_samples)
+                      .seed(config.seed)
+                      .max_grad_norm(config.max_grad_norm)
+                      .on_nonfinite(config.on_nonfinite)
+                      .max_consecutive_skips(config.max_consecutive_skips);
+  return parts;
+}
+
 int64_t optimizer_state_bytes(const TrainConfig& config, const torch::nn::Module& module) {
   int64_t parameter_bytes = 0;
   for (const torch::Tensor& parameter : module.parameters()) {

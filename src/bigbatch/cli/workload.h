@@ -9,9 +9,12 @@
 #include "bigbatch/cli/train_config.h"
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/text_corpus.h"
+#include "bigbatch/engine/loss_scaler.h"
+#include "bigbatch/engine/lr_schedule.h"
 #include "bigbatch/engine/micro_batch_search.h"
 #include "bigbatch/engine/objective.h"
 #include "bigbatch/engine/plan.h"
+#include "bigbatch/engine/trainer.h"
 #include "bigbatch/models/gpt.h"
 
 namespace bigbatch::cli {
@@ -31,6 +34,22 @@ struct Workload {
 /// Builds the model (initialised from the current torch seed, in the configured dtype, with the
 /// configured checkpointing), the training and validation datasets over `corpus`, and the loss.
 Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpus);
+
+/// What a training run needs besides the workload: optimizer, schedule, loss scaler and loop
+/// settings, built from the config. Held by pointer so that setup() stays valid if this moves.
+struct TrainingParts {
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<engine::LrSchedule> schedule;
+  std::unique_ptr<engine::LossScaler> loss_scaler;  ///< null when loss scaling is off
+  engine::TrainerOptions options;
+
+  /// The trainer's view of `w`, these parts and `plan` (which must outlive the trainer).
+  engine::TrainingSetup setup(const Workload& w, const engine::Plan& plan) const;
+};
+
+/// Builds the parts for `steps` optimizer steps of `plan` (its lr peaks the schedule).
+TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
+                                  const engine::Plan& plan, int64_t steps);
 
 /// Bytes of optimizer state that exist from the first step on: two moments per parameter
 /// (AdamW) or one momentum buffer (SGD with momentum).

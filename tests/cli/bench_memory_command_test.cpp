@@ -81,7 +81,7 @@ TEST_F(BenchMemoryCommand, UnderABudgetMarksWhatDoesNotFitAndChecksAutoAgainstEv
   const std::string out = out_dir("budget");
   // Room for a few samples of this model, not for the whole batch of 16.
   const Result r = run("bench memory " + corpus_arg() + kSmallGpt +
-                       "-s memory.budget=6MiB --micro-batches 1,4,16 --checkpointing none "
+                       "-s memory.budget=3MiB --micro-batches 1,4,16 --checkpointing none "
                        "--steps 1 --out " +
                        out);
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -57,9 +57,28 @@ TEST_F(MicroBatchSearch, PicksASizeThatFitsNearTheLargestInFewTrials) {
   int64_t largest = 1;  // exhaustive
   while (largest < 64 && fits(largest + 1, budget))
     ++largest;
-  EXPECT_GE(static_cast<double>(found.micro_batch), 0.8 * static_cast<double>(largest))
+  EXPECT_GE(static_cast<double>(found.micro_batch), 0.9 * static_cast<double>(largest))
       << "largest that fits: " << largest << "; " << found.describe();
   EXPECT_EQ(memory::MemoryTracker::instance().budget(), 0);  // restored
+}
+
+TEST_F(MicroBatchSearch, ANonLinearNeedRunsOutButStillEndsOnAFittingSizeWithinThreeTrials) {
+  // Memory that grows with the square of the micro-batch: the line through the probes at 1 and 4
+  // predicts far too large a size, so the confirming trials run out and must step down.
+  memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
+  const int64_t room = 1024 * 1024;
+  const int64_t budget = tracker.current_bytes() + room;
+  auto need = [](int64_t b) { return b * b * 1024; };  // bytes
+  auto square_trial = [&](int64_t b) {
+    torch::Tensor held = torch::empty({need(b)}, torch::kUInt8);
+  };
+  const auto found = engine::find_micro_batch(
+      square_trial, engine::MicroBatchSearchOptions().global_batch(64).budget_bytes(budget));
+  EXPECT_GE(found.out_of_memory_trials, 1) << found.describe();
+  EXPECT_LE(found.out_of_memory_trials, 3) << found.describe();
+  EXPECT_LE(need(found.micro_batch), room) << found.describe();  // it fits
+  EXPECT_GT(found.micro_batch, 4) << "no better than the probes: " << found.describe();
+  EXPECT_EQ(tracker.budget(), 0);
 }
 
 TEST_F(MicroBatchSearch, MicroBatchOfOneOverBudgetNamesTheNeedAndTheBudget) {

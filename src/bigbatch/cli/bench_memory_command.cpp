@@ -238,7 +238,13 @@ std::string render_table(const std::vector<Point>& points, const TrainConfig& co
       rows);
 }
 
-std::string render_auto_checks(const std::vector<AutoCheck>& checks, int64_t budget) {
+/// Forward/backward passes per window at this micro-batch.
+int64_t passes(int64_t global_batch, int64_t micro_batch) {
+  return (global_batch + micro_batch - 1) / micro_batch;
+}
+
+std::string render_auto_checks(const std::vector<AutoCheck>& checks, int64_t budget,
+                               int64_t global_batch) {
   std::vector<std::vector<std::string>> rows;
   for (const AutoCheck& c : checks) {
     if (!c.error.empty()) {
@@ -254,13 +260,17 @@ std::string render_auto_checks(const std::vector<AutoCheck>& checks, int64_t bud
                                               1) +
                                      "%"
                                : "-",
+         c.largest_fitting > 0 ? cat(passes(global_batch, c.auto_micro_batch), " / ",
+                                     passes(global_batch, c.largest_fitting))
+                               : "-",
          std::to_string(c.sizes_tried)});
   }
-  return render_grid(cat("micro_batch = \"auto\" under memory.budget = ", format_bytes(budget),
-                         " against trying sizes one by one"),
-                     {"checkpointing", "auto found", "trains as", "trains", "OOM trials",
-                      "largest that trains", "auto / largest", "sizes tried"},
-                     rows);
+  return render_grid(
+      cat("micro_batch = \"auto\" under memory.budget = ", format_bytes(budget),
+          " against trying sizes one by one"),
+      {"checkpointing", "auto found", "trains as", "trains", "OOM trials", "largest that trains",
+       "auto / largest", "passes auto / largest", "sizes tried"},
+      rows);
 }
 
 std::string render_chart(const std::vector<Point>& points, const BenchMemoryOptions& options,
@@ -376,7 +386,7 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
       }
       checks.push_back(check_auto(bench, policy, first_to_try, out));
     }
-    auto_table = render_auto_checks(checks, config.memory_budget);
+    auto_table = render_auto_checks(checks, config.memory_budget, config.batch.global_batch());
     out << "\n" << auto_table;
   }
   tracker.set_budget(0);

@@ -101,6 +101,12 @@ engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, con
   const bool was_training = w.module->is_training();
   w.module->train(true);
   auto trial = [&](int64_t micro_batch) {
+    // As from the second micro-batch of a window on: the gradients of the earlier ones are held
+    // through the whole pass and the new ones are added to them.
+    for (torch::Tensor& parameter : w.module->parameters()) {
+      if (parameter.requires_grad())
+        parameter.mutable_grad() = torch::zeros_like(parameter);
+    }
     std::vector<int64_t> indices(static_cast<size_t>(micro_batch));
     std::iota(indices.begin(), indices.end(), 0);
     const data::Batch batch = w.train->get(indices);

@@ -56,8 +56,8 @@ TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
 int64_t optimizer_state_bytes(const TrainConfig& config, const torch::nn::Module& module);
 
 /// Runs the micro-batch search under config.memory_budget with forward + backward trials on the
-/// first training samples, leaving the model, its gradients and the random generators as they
-/// were. The memory tracker must be installed.
+/// first training samples (with gradients already held, as inside a window), leaving the model, its
+/// gradients and the random generators as they were. The memory tracker must be installed.
 engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, const Workload& w,
                                                   int64_t global_batch);
 

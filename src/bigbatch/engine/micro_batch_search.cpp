@@ -64,31 +64,53 @@ MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& tria
                  "; raise memory.budget, use a smaller model or enable checkpointing");
 
   // 2. Predict the largest size under the target share of the budget.
-  const double room = options.target_fraction() * static_cast<double>(budget) -
-                      static_cast<double>(result.fixed_bytes);
-  int64_t candidate = per_sample > 0
-                          ? static_cast<int64_t>(std::floor(room / static_cast<double>(per_sample)))
-                          : options.global_batch();
-  candidate = std::clamp<int64_t>(candidate, 1, options.global_batch());
+  const double target = options.target_fraction() * static_cast<double>(budget);
+  auto predict = [&](int64_t fixed, int64_t slope) {
+    const double room = target - static_cast<double>(fixed);
+    const int64_t size = slope > 0
+                             ? static_cast<int64_t>(std::floor(room / static_cast<double>(slope)))
+                             : options.global_batch();
+    return std::clamp<int64_t>(size, 1, options.global_batch());
+  };
+  int64_t candidate = predict(result.fixed_bytes, per_sample);
   result.predicted = candidate;
 
-  // 3. Confirm under the budget; step down by the measured slope after running out.
+  // 3. Confirm under the budget. A size that fits is a third, distant point on the line: the
+  //    slope from it and the larger probe predicts again, and a larger prediction is tried next.
+  //    After running out, try 10% fewer samples (a near miss of a good prediction); after a
+  //    second miss, halve the distance to the largest size known to fit. A probe whose measured
+  //    peak is within the budget is known to fit from the start.
   tracker.set_budget(budget);
   int64_t chosen = 0;
-  for (int64_t attempt = 0; attempt < options.max_trials() && candidate >= 1; ++attempt) {
+  for (const MicroBatchProbe& measured : result.probes) {
+    if (measured.peak_bytes <= budget)
+      chosen = std::max(chosen, measured.micro_batch);
+  }
+  int64_t smallest_failed = options.global_batch() + 1;
+  const MicroBatchProbe anchor = result.probes.back();  // a copy: probes grows below
+  for (int64_t attempt = 0; attempt < options.max_trials() && candidate > chosen; ++attempt) {
     const MicroBatchProbe confirm = probe(trial, candidate, options.reserved_bytes());
     result.probes.push_back(confirm);
-    if (!confirm.out_of_memory) {
-      chosen = candidate;
-      break;
+    if (confirm.out_of_memory) {
+      ++result.out_of_memory_trials;
+      smallest_failed = candidate;
+      candidate =
+          result.out_of_memory_trials == 1 ? candidate * 9 / 10 : chosen + (candidate - chosen) / 2;
+      candidate = std::max<int64_t>(chosen + 1, candidate);
+      if (candidate >= smallest_failed)
+        break;
+      continue;
     }
-    ++result.out_of_memory_trials;
-    candidate = candidate == 1 ? 0 : std::max<int64_t>(1, candidate * 3 / 4);
+    chosen = candidate;
+    if (candidate <= anchor.micro_batch)
+      break;
+    const int64_t slope = std::max<int64_t>(
+        1, (confirm.peak_bytes - anchor.peak_bytes) / (candidate - anchor.micro_batch));
+    candidate = std::min(predict(anchor.peak_bytes - slope * anchor.micro_batch, slope),
+                         smallest_failed - 1);
   }
   tracker.set_budget(previous_budget);
-  BB_CHECK_INPUT(chosen > 0, "no micro-batch fitted the memory budget of ", format_bytes(budget),
-                 " in ", options.max_trials(), " trials (a micro-batch of 1 measured ",
-                 format_bytes(first.peak_bytes), ")");
+  BB_CHECK(chosen > 0, "the probe of 1 sample fitted, so a size must have been chosen");
   result.micro_batch = chosen;
   return result;
 }

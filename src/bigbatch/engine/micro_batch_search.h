@@ -20,7 +20,7 @@ struct MicroBatchSearchOptions {
   /// step); reserved during the confirming trials.
   TORCH_ARG(int64_t, reserved_bytes) = 0;
   /// The prediction aims at this share of the budget, leaving room for what it cannot see.
-  TORCH_ARG(double, target_fraction) = 0.9;
+  TORCH_ARG(double, target_fraction) = 0.97;
   /// Confirming trials at most (each may run out of memory).
   TORCH_ARG(int64_t, max_trials) = 3;
 };
@@ -47,8 +47,10 @@ struct MicroBatchSearchResult {
 /// Finds the largest micro-batch whose forward + backward fits the budget. `trial(b)` runs one
 /// forward and backward pass on b samples and frees the gradients again; it may throw
 /// c10::OutOfMemoryError. The tracker must be installed. Two unbudgeted probes (1 and a few
-/// samples) measure peak memory as fixed + b * per_sample; the prediction for the budget is then
-/// confirmed with real trials under the budget, stepping down after an out-of-memory error.
+/// samples) measure peak memory as fixed + b * per_sample; the size predicted for
+/// target_fraction of the budget is then tried under the budget. A size that fits refines the
+/// line (its slope from the larger probe) and a larger prediction is tried next; a size that runs
+/// out is followed by one 10% smaller. At most max_trials sizes are tried under the budget.
 /// The budget in force before the call is restored. Throws InputError when even a micro-batch of
 /// 1 needs more than the budget, naming the measured need and the budget.
 MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& trial,

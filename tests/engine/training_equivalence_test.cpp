@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "bigbatch/data/context_dataset.h"
+#include "bigbatch/engine/objective.h"
 #include "bigbatch/engine/optimizer.h"
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/models/mlp.h"
@@ -45,12 +46,12 @@ class OutOfMemoryOnce : public engine::Objective {
 RunResult train(int64_t micro_batch,
                 engine::OptimizerOptions optimizer_options =
                     engine::OptimizerOptions().weight_decay(0.1).beta2(0.99),
-                int64_t out_of_memory_at_call = 0) {
+                int64_t out_of_memory_at_call = 0, double dropout = 0.0) {
   const int64_t dataset_bytes = 600;
   const data::ContextDataset dataset(random_bytes(dataset_bytes, 3),
                                      data::ContextDatasetOptions(4).name("train"));
   torch::manual_seed(5);
-  models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
+  models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32).dropout(dropout));
   model->to(torch::kFloat64);
   engine::CrossEntropyObjective plain(engine::forward_of(model), engine::LossUnit::kSample);
   OutOfMemoryOnce objective(plain, out_of_memory_at_call);
@@ -136,8 +137,63 @@ TEST(TrainingEquivalence, OutOfMemoryMidWindowRestartsItAtHalfTheMicroBatch) {
   EXPECT_LE((recovered.weights - small.weights).abs().max().item<double>(), 1e-9 * scale);
 }
 
+TEST(TrainingEquivalence, ARestartedWindowDrawsTheSameRandomNumbersAsItsFirstAttempt) {
+  // With dropout, the retry at half the micro-batch starts from the generator state the window
+  // began with: after an out-of-memory error in the third micro-batch of step 1, the run is the
+  // run that used micro-batch 4 from the start.
+  const auto adamw = engine::OptimizerOptions().weight_decay(0.1).beta2(0.99);
+  const RunResult recovered = train(8, adamw, 3, 0.2);
+  const RunResult small = train(4, adamw, 0, 0.2);
+  ASSERT_EQ(recovered.sink.notices.size(), 1u);
+  const double scale = small.weights.abs().max().item<double>();
+  EXPECT_LE((recovered.weights - small.weights).abs().max().item<double>(), 1e-9 * scale);
+  EXPECT_FALSE(torch::equal(small.weights, train(4).weights)) << "dropout must act";
+}
+
 TEST(TrainingEquivalence, OutOfMemoryAtMicroBatchOneIsAnError) {
   EXPECT_THROW(train(1, engine::OptimizerOptions(), 5), c10::OutOfMemoryError);
+}
+
+/// SGD whose step runs out of memory, as an optimizer allocating its state over budget would.
+class OutOfMemoryStepSgd : public torch::optim::SGD {
+ public:
+  using torch::optim::SGD::SGD;
+  torch::Tensor step(LossClosure) override {
+    C10_THROW_ERROR(OutOfMemoryError, "injected: out of memory in the optimizer step");
+  }
+};
+
+TEST(TrainingEquivalence, OutOfMemoryAtTheWindowBoundaryIsAnErrorNotARetry) {
+  // A smaller micro-batch cannot help the optimizer step, and the step may have updated some
+  // parameters already: the trainer must stop with a clear error instead of retrying.
+  const data::ContextDataset dataset(random_bytes(600, 3),
+                                     data::ContextDatasetOptions(4).name("train"));
+  models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
+  engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kSample);
+  const engine::Plan plan =
+      engine::resolve_plan(engine::BatchOptions().global_batch(64).micro_batch(8));
+  OutOfMemoryStepSgd optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  const engine::LrSchedule schedule(engine::LrScheduleOptions().peak_lr(0.1).total_steps(3));
+  engine::TrainingSetup setup;
+  setup.model = model.ptr().get();
+  setup.objective = &objective;
+  setup.optimizer = &optimizer;
+  setup.schedule = &schedule;
+  setup.plan = &plan;
+  setup.train_data = &dataset;
+  engine::Trainer trainer(setup, engine::TrainerOptions().total_steps(3));
+  RecordingSink sink;
+  trainer.add_sink(&sink);
+  try {
+    trainer.fit();
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("out of memory at the window boundary of step 1"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("raise memory.budget"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(sink.notices.empty()) << "retried: " << sink.notices.front();
 }
 
 TEST(TrainingEquivalence, ScheduleAdvancesOncePerOptimizerStep) {

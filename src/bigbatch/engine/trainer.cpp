@@ -4,8 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/rng_state.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/memory/tracker.h"
 
@@ -135,8 +137,11 @@ Trainer::PreparedWindow Trainer::prepare(const Window& window) const {
 }
 
 WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window& window) {
+  // A retried window draws the same random numbers (dropout) as its first attempt did.
+  const RngState rng_at_start = RngState::capture(torch::kCPU);
   while (true) {
     const PreparedWindow prepared = prepare(window);
+    bool at_boundary = false;
     try {
       // 2. Forward and backward each micro-batch, normalised by the whole window.
       accumulator.begin_window(prepared.total);
@@ -144,8 +149,18 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window&
         accumulator.backward(setup_.objective->loss_sum(prepared.batches[i]), prepared.counts[i]);
       }
       // 3. Boundary: clip, schedule, step, zero.
+      at_boundary = true;
       return accumulator.step();
     } catch (const c10::OutOfMemoryError& error) {
+      if (at_boundary) {
+        // The optimizer may have updated some parameters already, and its memory does not
+        // depend on the micro-batch: nothing to retry.
+        throw std::runtime_error(cat(
+            "out of memory at the window boundary of step ", accumulator.steps_taken() + 1,
+            " (gradient check, clipping or the optimizer step, which a smaller micro-batch does "
+            "not shrink); raise memory.budget. ",
+            error.what_without_backtrace()));
+      }
       // The window starts over from its first micro-batch with half the micro-batch: no sample
       // is skipped or counted twice, and the window gradient is the same sum as before.
       accumulator.abort_window();
@@ -157,6 +172,7 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window&
                  " (global batch unchanged)"));
       plan_.micro_batch = smaller;
       plan_.accum_steps = (plan_.global_batch + smaller - 1) / smaller;
+      rng_at_start.restore();
     }
   }
 }

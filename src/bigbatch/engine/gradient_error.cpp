@@ -22,6 +22,24 @@ torch::Tensor flat_gradient(torch::nn::Module& model) {
   return torch::cat(parts);
 }
 
+/// Leaves the model float32, without gradients and in its previous mode, however the
+/// measurement ends.
+class RestoreModel {
+ public:
+  explicit RestoreModel(torch::nn::Module& model) : model_(model), was_(model.is_training()) {}
+  ~RestoreModel() {
+    reset_gradients(model_);
+    model_.to(torch::kFloat32);
+    model_.train(was_);
+  }
+  RestoreModel(const RestoreModel&) = delete;
+  RestoreModel& operator=(const RestoreModel&) = delete;
+
+ private:
+  torch::nn::Module& model_;
+  bool was_;
+};
+
 /// The window gradient accumulated over `accum_steps` equal micro-batches in `precision`.
 torch::Tensor accumulated_gradient(torch::nn::Module& model, Objective& objective,
                                    const data::Batch& window, int64_t accum_steps,
@@ -61,7 +79,7 @@ std::vector<GradientError> window_gradient_errors(torch::nn::Module& model, Obje
              "model, got a parameter of ",
              parameter.scalar_type());
   }
-  const bool was_training = model.is_training();
+  const RestoreModel restore(model);
   model.eval();
   reset_gradients(model);
 
@@ -72,7 +90,7 @@ std::vector<GradientError> window_gradient_errors(torch::nn::Module& model, Obje
   const torch::Tensor reference = flat_gradient(model);
   const double reference_norm = reference.norm().item<double>();
   reset_gradients(model);
-  model.to(torch::kFloat32);
+  model.to(torch::kFloat32);  // exact: these weights were float32 a moment ago
 
   std::vector<GradientError> errors;
   for (const nn::Precision precision : options.precisions()) {
@@ -87,7 +105,6 @@ std::vector<GradientError> window_gradient_errors(torch::nn::Module& model, Obje
       errors.push_back(error);
     }
   }
-  model.train(was_training);
   return errors;
 }
 

@@ -36,11 +36,11 @@ struct GradientError {
 /// float32 .grad, forward under nn::AutocastGuard), compared with the reference: the same
 /// weights cast to float64, the whole window in one pass, no autocast.
 ///
-/// `model` must be float32 and is left as it was (weights bit-identical: float32 -> float64 ->
-/// float32 is exact; gradients reset; mode restored). It runs in eval mode so dropout cannot
-/// differ between passes. `objective` computes loss_sum through `model` without autocast of its
-/// own. Throws InputError when an accum_steps does not divide the window or a precision is not
-/// available on CPU.
+/// `model` must be float32 and is left as it was, also when this throws (weights bit-identical:
+/// float32 -> float64 -> float32 is exact; gradients reset; mode restored). It runs in eval mode so
+/// dropout cannot differ between passes. `objective` computes loss_sum through `model` without
+/// autocast of its own. Throws InputError when an accum_steps does not divide the window or a
+/// precision is not available on CPU.
 std::vector<GradientError> window_gradient_errors(torch::nn::Module& model, Objective& objective,
                                                   const data::Batch& window,
                                                   const GradientErrorOptions& options);

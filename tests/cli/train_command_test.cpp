@@ -250,6 +250,56 @@ TEST_F(TrainCommand, LossScaleAndNonFiniteKeysOutOfRangeAreInputErrors) {
   bad("train.max_consecutive_skips=-1", "train.max_consecutive_skips = -1 must be >= 0");
 }
 
+TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
+  const std::string out = run_dir("bf16");
+  const Result r = run("train " + corpus_arg() + kTinyGpt +
+                       " -s model.precision=bf16 --steps 3 --run-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("precision      bf16           forward passes autocast to bf16"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("threads        2              OpenMP; bf16 matmuls run on oneDNN"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("blas_threads   1              OpenBLAS"), std::string::npos) << r.output;
+  const auto summary = nlohmann::json::parse(testing::read_file(fs::path(out) / "summary.json"));
+  EXPECT_EQ(summary["steps"], 3);
+  EXPECT_TRUE(std::isfinite(summary["last_val_loss"].get<double>()));
+
+  const Result fp32 = run("train --plan " + corpus_arg() + kTinyGpt +
+                          " -s train.threads=1 -s train.blas_threads=2");
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  EXPECT_NE(fp32.output.find("precision      fp32           no autocast"), std::string::npos)
+      << fp32.output;
+  EXPECT_NE(fp32.output.find("threads        1              OpenMP (intra-op)"), std::string::npos)
+      << fp32.output;
+  EXPECT_NE(fp32.output.find("blas_threads   2              OpenBLAS; fp32 matmuls run on these"),
+            std::string::npos)
+      << fp32.output;
+}
+
+TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {
+  const std::string out = run_dir("never");
+  const auto bad = [&](const std::string& assignments, const std::string& expected) {
+    expect_input_error(run("train " + corpus_arg() + assignments + " --run-dir " + out), expected,
+                       out);
+  };
+  bad("-s model.precision=fp8", "model.precision");
+  bad("-s model.precision=fp16", "model.precision = \"fp16\" needs a CUDA build");
+  bad("-s model.precision=bf16 -s model.dtype=float64",
+      "model.precision = \"bf16\" autocasts float32 weights");
+  bad("-s train.blas_threads=-1", "train.blas_threads = -1 must be >= 0");
+}
+
+TEST_F(TrainCommand, BenchPrecisionPrintsTheWindowGradientErrors) {
+  const Result r = run("bench precision " + corpus_arg() + kTinyGpt + " --accum-steps 1,4,16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("accum_steps  micro_batch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\n16 "), std::string::npos) << r.output;  // accum_steps 16 has a row
+  EXPECT_NE(r.output.find("e-0"), std::string::npos) << r.output;    // errors in scientific form
+  EXPECT_EQ(run("bench precision " + corpus_arg() + kTinyGpt + " --accum-steps 3").exit_code, 2);
+}
+
 TEST_F(TrainCommand, RefusesToOverwriteAnotherRun) {
   const fs::path taken = dir_.path() / "taken";
   fs::create_directories(taken);

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "bigbatch/cli/bench_memory_command.h"
+#include "bigbatch/cli/bench_precision_command.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/check.h"
 
@@ -64,6 +65,16 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   bench_memory->add_option("--out", bench_memory_options.out_dir,
                            "output directory (default: runs/bench-memory-<time>)");
 
+  BenchPrecisionOptions bench_precision_options;
+  CLI::App* bench_precision = bench->add_subcommand(
+      "precision", "Error of the accumulated window gradient against float64, fp32 and bf16");
+  add_config_options(*bench_precision, bench_precision_options.config);
+  bench_precision
+      ->add_option("--accum-steps", bench_precision_options.accum_steps,
+                   "micro-batches per window, e.g. 1,8,64 (default: powers of two up to the "
+                   "global batch)")
+      ->delimiter(',');
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -81,6 +92,8 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     if (bench_memory->parsed())
       return run_bench_memory(bench_memory_options, out);
+    if (bench_precision->parsed())
+      return run_bench_precision(bench_precision_options, out);
     return run_config(config_options, out);
   } catch (const InputError& error) {
     out.flush();

@@ -33,6 +33,7 @@ struct PlanView {
   int64_t windows_per_epoch = 0;
   std::string micro_batch_search;  ///< how "auto" chose, or empty
   std::string run_dir;             ///< empty when nothing is written
+  ThreadSettings threads;          ///< OpenMP and OpenBLAS threads in effect
 };
 
 /// The loss_scale and on_nonfinite rows of the optimization section.
@@ -74,6 +75,11 @@ Table plan_table(const PlanView& view) {
   }
   table.add("parameters", human_count(static_cast<double>(models::parameter_count(*w.module))),
             config.float64 ? "float64" : "float32");
+  table.add("precision", nn::to_string(config.precision),
+            config.precision == nn::Precision::kFp32
+                ? std::string("no autocast")
+                : cat("forward passes autocast to ", nn::to_string(config.precision),
+                      "; weights, gradients and accumulation in float32"));
   if (config.model == ModelKind::kGpt) {
     table.add("checkpointing", config.checkpointing.to_string(),
               config.checkpointing.mode == nn::CheckpointMode::kNone
@@ -112,7 +118,12 @@ Table plan_table(const PlanView& view) {
       cat(windows_per_epoch, " windows per epoch (",
           format_fixed(static_cast<double>(steps) / static_cast<double>(windows_per_epoch), 2),
           " epochs)"));
-  table.add("threads", std::to_string(torch::get_num_threads()), "intra-op (OpenMP)");
+  const bool onednn = view.threads.backend == MatmulBackend::kOneDnn;
+  table.add("threads", std::to_string(view.threads.openmp),
+            onednn ? "OpenMP; bf16 matmuls run on oneDNN over these" : "OpenMP (intra-op)");
+  table.add(
+      "blas_threads", view.threads.blas > 0 ? std::to_string(view.threads.blas) : std::string("-"),
+      onednn ? "OpenBLAS (fp32 matmuls; few in bf16)" : "OpenBLAS; fp32 matmuls run on these");
   table.add("run_dir", view.run_dir.empty() ? "(not written)" : view.run_dir);
   return table;
 }
@@ -150,8 +161,7 @@ void write_summary(const std::string& run_dir, const engine::TrainSummary& s,
 int run_train(const TrainCommandOptions& options, std::ostream& out) {
   // Everything the user supplied is checked before anything is written.
   const TrainConfig config = load_config(options);
-  if (config.threads > 0)
-    torch::set_num_threads(static_cast<int>(config.threads));
+  const ThreadSettings threads = apply_thread_settings(config);
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();  // before any tensor exists, so that every byte is counted
   torch::manual_seed(config.seed);
@@ -178,13 +188,14 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   engine::Trainer trainer(parts.setup(w, plan), parts.options);
 
   if (options.plan_only) {
-    out << plan_table({config, plan, w, corpus, steps, windows_per_epoch, micro_batch_search, ""})
+    out << plan_table(
+               {config, plan, w, corpus, steps, windows_per_epoch, micro_batch_search, "", threads})
                .render();
     return 0;
   }
   const std::string run_dir = create_run_dir(config.run_dir, to_string(config.model));
-  const Table table =
-      plan_table({config, plan, w, corpus, steps, windows_per_epoch, micro_batch_search, run_dir});
+  const Table table = plan_table(
+      {config, plan, w, corpus, steps, windows_per_epoch, micro_batch_search, run_dir, threads});
   out << table.render() << std::flush;
   io::write_file_atomically(run_dir + "/config.toml", config.resolved_toml);
   io::write_file_atomically(run_dir + "/plan.txt", table.render());
@@ -201,6 +212,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
 
   std::string sample;
   if (w.gpt && config.sample.max_new_bytes() > 0) {
+    const nn::AutocastGuard autocast(config.precision, torch::kCPU);
     sample = models::generate_text(w.gpt, config.prompt, config.sample);
     out << "\nsample (temperature " << config.sample.temperature() << ", top-k "
         << config.sample.top_k() << "):\n"

@@ -11,7 +11,8 @@ std::string to_string(ModelKind kind) {
 }
 
 bool loss_scaling_enabled(const TrainConfig& config) {
-  return config.loss_scale == LossScaleMode::kDynamic;  // kAuto: no fp16 precision exists yet
+  return config.loss_scale == LossScaleMode::kDynamic ||
+         (config.loss_scale == LossScaleMode::kAuto && config.precision == nn::Precision::kFp16);
 }
 
 namespace {
@@ -21,7 +22,21 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                 ? ModelKind::kGpt
                 : ModelKind::kMlp;
   t.float64 = c.get_choice("model.dtype", "float32", {"float32", "float64"},
-                           "parameter and compute precision") == "float64";
+                           "dtype of parameters, gradients and optimizer state") == "float64";
+  t.precision = nn::parse_precision(
+      c.get_choice("model.precision", "fp32", {"fp32", "bf16", "fp16"},
+                   "compute precision of forward passes (autocast); weights and gradients stay "
+                   "in model.dtype"),
+      "model.precision");
+  BB_CHECK_INPUT(!t.float64 || t.precision == nn::Precision::kFp32, c.source(),
+                 ": model.precision = \"", nn::to_string(t.precision),
+                 "\" autocasts float32 weights; with model.dtype = \"float64\" use "
+                 "model.precision = \"fp32\"");
+  try {
+    nn::check_precision_supported(t.precision, torch::kCPU, "model.precision");
+  } catch (const InputError& error) {
+    throw InputError(cat(c.source(), ": ", error.what()));
+  }
   t.checkpointing = nn::parse_checkpoint_policy(
       c.get_string("gpt.checkpointing", "none",
                    "recompute activations in backward: \"none\", \"blocks\" or \"every:N\""),
@@ -101,7 +116,8 @@ void read_optimization(ConfigReader& c, TrainConfig& t) {
 void read_loss_scale(ConfigReader& c, TrainConfig& t) {
   const std::string mode =
       c.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "off"},
-                   "dynamic loss scaling: auto = only with fp16 (none yet), dynamic = always");
+                   "dynamic loss scaling: auto = only with model.precision = \"fp16\", dynamic = "
+                   "always");
   t.loss_scale = mode == "dynamic" ? LossScaleMode::kDynamic
                  : mode == "off"   ? LossScaleMode::kOff
                                    : LossScaleMode::kAuto;
@@ -148,8 +164,13 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
   const int64_t seed = c.get_int("train.seed", 1, "seeds initialisation and data order");
   BB_CHECK_INPUT(seed >= 0, c.source(), ": train.seed = ", seed, " must be >= 0");
   t.seed = static_cast<uint64_t>(seed);
-  t.threads = c.get_int("train.threads", 0, "intra-op threads; 0 = automatic");
+  t.threads = c.get_int("train.threads", 0,
+                        "OpenMP intra-op threads; 0 = automatic (fp32: 1, bf16: all cores)");
   BB_CHECK_INPUT(t.threads >= 0, c.source(), ": train.threads = ", t.threads, " must be >= 0");
+  t.blas_threads = c.get_int("train.blas_threads", 0,
+                             "OpenBLAS threads; 0 = automatic (fp32: all cores, bf16: 1)");
+  BB_CHECK_INPUT(t.blas_threads >= 0, c.source(), ": train.blas_threads = ", t.blas_threads,
+                 " must be >= 0");
   t.run_dir = c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
   t.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
   t.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))

@@ -15,6 +15,7 @@
 #include "bigbatch/models/mlp.h"
 #include "bigbatch/models/sampling.h"
 #include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::cli {
 
@@ -23,7 +24,7 @@ enum class ModelKind { kGpt, kMlp };
 
 /// Whether the loss is scaled dynamically (`loss_scale.mode`).
 enum class LossScaleMode {
-  kAuto,     ///< only where fp16 is in use (no precision setting selects fp16 yet: off)
+  kAuto,     ///< only where fp16 is in use (model.precision = "fp16")
   kDynamic,  ///< always, in any precision (to rehearse it, or for fp16 run another way)
   kOff,      ///< never
 };
@@ -48,12 +49,14 @@ struct TrainConfig {
   int64_t eval_samples = 0;
   int64_t log_every = 10;
   uint64_t seed = 1;
-  int64_t threads = 0;  ///< intra-op threads; 0 = automatic
+  int64_t threads = 0;       ///< OpenMP intra-op threads; 0 = automatic (per precision)
+  int64_t blas_threads = 0;  ///< OpenBLAS threads; 0 = automatic (per precision)
   bool float64 = false;
-  nn::CheckpointPolicy checkpointing;  ///< GPT activation checkpointing
-  bool auto_micro_batch = false;       ///< batch.micro_batch = "auto"
-  int64_t memory_budget = 0;           ///< bytes of tensor memory allowed; 0 = unlimited
-  std::string run_dir;                 ///< empty = runs/<model>-<timestamp>
+  nn::Precision precision = nn::Precision::kFp32;  ///< compute precision of forward passes
+  nn::CheckpointPolicy checkpointing;              ///< GPT activation checkpointing
+  bool auto_micro_batch = false;                   ///< batch.micro_batch = "auto"
+  int64_t memory_budget = 0;  ///< bytes of tensor memory allowed; 0 = unlimited
+  std::string run_dir;        ///< empty = runs/<model>-<timestamp>
   std::string prompt;
   models::SampleOptions sample;
   std::string resolved_toml;  ///< the whole configuration in effect, as TOML
@@ -66,8 +69,8 @@ TrainConfig read_train_config(ConfigReader& config);
 /// The config spelling of a model kind.
 std::string to_string(ModelKind kind);
 
-/// Whether training uses a LossScaler: loss_scale.mode = "dynamic", or "auto" with fp16 (which
-/// no precision setting selects yet; a `precision` key will decide it here).
+/// Whether training uses a LossScaler: loss_scale.mode = "dynamic", or "auto" with
+/// model.precision = "fp16".
 bool loss_scaling_enabled(const TrainConfig& config);
 
 }  // namespace bigbatch::cli

@@ -49,7 +49,20 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
     w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(mlp),
                                                                   engine::LossUnit::kSample);
   }
+  if (config.precision != nn::Precision::kFp32) {
+    w.objective = std::make_unique<engine::AutocastObjective>(std::move(w.objective),
+                                                              config.precision, torch::kCPU);
+  }
   return w;
+}
+
+ThreadSettings apply_thread_settings(const TrainConfig& config) {
+  return apply_threads(ThreadRequest()
+                           .backend(config.precision == nn::Precision::kFp32
+                                        ? MatmulBackend::kBlas
+                                        : MatmulBackend::kOneDnn)
+                           .openmp(config.threads)
+                           .blas(config.blas_threads));
 }
 
 engine::TrainingSetup TrainingParts::setup(const Workload& w, const engine::Plan& plan) const {

@@ -7,6 +7,7 @@
 
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/cli/train_config.h"
+#include "bigbatch/core/threads.h"
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/text_corpus.h"
 #include "bigbatch/engine/loss_scaler.h"
@@ -32,8 +33,14 @@ struct Workload {
 };
 
 /// Builds the model (initialised from the current torch seed, in the configured dtype, with the
-/// configured checkpointing), the training and validation datasets over `corpus`, and the loss.
+/// configured checkpointing), the training and validation datasets over `corpus`, and the loss
+/// (under autocast when model.precision is not fp32: every forward pass through the objective,
+/// training, evaluation and the micro-batch search, runs in that precision).
 Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpus);
+
+/// Applies train.threads and train.blas_threads, automatic ones chosen for model.precision's
+/// matmul backend, and returns the settings in effect.
+ThreadSettings apply_thread_settings(const TrainConfig& config);
 
 /// What a training run needs besides the workload: optimizer, schedule, loss scaler and loop
 /// settings, built from the config. Held by pointer so that setup() stays valid if this moves.

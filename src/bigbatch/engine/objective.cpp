@@ -27,4 +27,22 @@ torch::Tensor CrossEntropyObjective::loss_sum(const data::Batch& batch) {
                                                   .ignore_index(ignore_index_));
 }
 
+AutocastObjective::AutocastObjective(std::unique_ptr<Objective> inner, nn::Precision precision,
+                                     torch::DeviceType device_type)
+    : inner_(std::move(inner)), precision_(precision), device_type_(device_type) {
+  BB_CHECK(inner_ != nullptr, "AutocastObjective needs an objective");
+  nn::check_precision_supported(precision, device_type, "precision");
+}
+
+torch::Tensor AutocastObjective::loss_sum(const data::Batch& batch) {
+  torch::Tensor loss;
+  {
+    nn::AutocastGuard autocast(precision_, device_type_);
+    loss = inner_->loss_sum(batch);
+  }
+  // cross_entropy already autocasts to float32; a custom loss in bf16/fp16 is widened here.
+  const bool reduced = loss.scalar_type() == torch::kBFloat16 || loss.scalar_type() == torch::kHalf;
+  return reduced ? loss.to(torch::kFloat) : loss;
+}
+
 }  // namespace bigbatch::engine

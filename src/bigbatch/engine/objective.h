@@ -4,9 +4,11 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <memory>
 
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/engine/accumulator.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::engine {
 
@@ -47,6 +49,29 @@ class CrossEntropyObjective : public Objective {
   std::function<torch::Tensor(const torch::Tensor&)> forward_;
   LossUnit unit_;
   int64_t ignore_index_;
+};
+
+/// Mixed precision for any objective: runs the inner objective's forward pass and loss under
+/// autocast (nn::AutocastGuard) and returns the loss in float32, so that backward, accumulation
+/// and reporting see a float32 loss while Linear/matmul compute in `precision`. The guard is left
+/// before loss_sum returns: backward and the optimizer never run under autocast. kFp32 passes
+/// straight through.
+class AutocastObjective : public Objective {
+ public:
+  /// Throws InputError when `precision` cannot autocast `device_type` (fp16 on CPU).
+  AutocastObjective(std::unique_ptr<Objective> inner, nn::Precision precision,
+                    torch::DeviceType device_type = torch::kCPU);
+
+  LossUnit unit() const override { return inner_->unit(); }
+  Counts count(const data::Batch& batch) const override { return inner_->count(batch); }
+  torch::Tensor loss_sum(const data::Batch& batch) override;
+  /// The precision forward passes run in.
+  nn::Precision precision() const { return precision_; }
+
+ private:
+  std::unique_ptr<Objective> inner_;
+  nn::Precision precision_;
+  torch::DeviceType device_type_;
 };
 
 }  // namespace bigbatch::engine

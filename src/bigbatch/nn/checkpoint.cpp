@@ -1,6 +1,7 @@
 #include "bigbatch/nn/checkpoint.h"
 
 #include <ATen/SequenceNumber.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 #include <charconv>
@@ -10,6 +11,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/rng_state.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -17,13 +19,31 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-/// Carries the block and the random state of its forward from forward to backward through
-/// AutogradContext::saved_data (an IValue capsule holds any torch::CustomClassHolder).
+/// Carries the block, the random state and the autocast settings of its forward from forward to
+/// backward through AutogradContext::saved_data (an IValue capsule holds any
+/// torch::CustomClassHolder).
 struct CheckpointState : torch::CustomClassHolder {
-  CheckpointState(Block block_in, RngState rng_in)
-      : block(std::move(block_in)), rng(std::move(rng_in)) {}
+  CheckpointState(Block block_in, RngState rng_in, AutocastState autocast_in)
+      : block(std::move(block_in)), rng(std::move(rng_in)), autocast(autocast_in) {}
   Block block;
-  RngState rng;  // the generators' states just before the forward
+  RngState rng;            // the generators' states just before the forward
+  AutocastState autocast;  // the autocast settings the forward ran under
+};
+
+/// Turns off autocast's cache of casted weights for its lifetime. A cast made under NoGradGuard
+/// has no gradient edge; cached, it would be reused by a later use of the same weight in the
+/// forward pass that does need its gradient.
+class NoAutocastCache {
+ public:
+  NoAutocastCache() : was_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~NoAutocastCache() { at::autocast::set_autocast_cache_enabled(was_); }
+  NoAutocastCache(const NoAutocastCache&) = delete;
+  NoAutocastCache& operator=(const NoAutocastCache&) = delete;
+
+ private:
+  bool was_;
 };
 
 constexpr const char* kStateKey = "bigbatch.checkpoint";
@@ -67,6 +87,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     torch::Tensor output;
     {
       torch::NoGradGuard no_grad;
+      NoAutocastCache no_cache;
       output = state->block(input);
     }
     variable_list saved = {input};
@@ -97,6 +118,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     const uint64_t first_node = at::sequence_number::peek();
     {
       torch::AutoGradMode grad_mode(true);
+      AutocastGuard autocast(state.autocast);  // as in the forward, whatever is in effect now
       const RngState at_backward = RngState::capture(input.device());
       state.rng.restore();
       try {
@@ -129,8 +151,8 @@ torch::Tensor checkpoint(Block block, const torch::Tensor& input, torch::TensorL
     needs_grad = needs_grad || parameter.requires_grad();
   if (!torch::GradMode::is_enabled() || !needs_grad)
     return block(input);
-  auto state =
-      c10::make_intrusive<CheckpointState>(std::move(block), RngState::capture(input.device()));
+  auto state = c10::make_intrusive<CheckpointState>(
+      std::move(block), RngState::capture(input.device()), AutocastState::capture());
   return CheckpointFunction::apply(std::move(state), input, parameters);
 }
 

@@ -31,6 +31,11 @@ using Block = std::function<torch::Tensor(const torch::Tensor&)>;
 /// current at backward time is restored after the recompute, so the global random stream is the
 /// same with and without checkpointing.
 ///
+/// Autocast: the recompute runs under the autocast settings the forward ran under (captured with
+/// the random state, re-entered with AutocastGuard), whatever is in effect during backward, so a
+/// bf16 forward is recomputed in bf16 and gradients equal those of a plain call under autocast.
+/// The forward does not fill autocast's weight cache (its casts carry no gradient).
+///
 /// Contract: `parameters` must list every tensor that requires grad and that the block uses
 /// besides `input`; a missing one is detected during backward and throws std::logic_error, since
 /// it would otherwise silently get no gradient. The block must compute the same function at

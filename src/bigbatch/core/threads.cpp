@@ -1,0 +1,65 @@
+#include "bigbatch/core/threads.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch {
+namespace {
+
+// OpenBLAS is LibTorch's BLAS in Debian's package but not in every build (MKL, Accelerate), so
+// its thread functions are looked up at run time instead of linked.
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+
+SetThreads openblas_set() {
+  return reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+}
+
+GetThreads openblas_get() {
+  return reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+}
+
+}  // namespace
+
+std::string ThreadSettings::describe() const {
+  return cat("OpenMP ", openmp, ", ",
+             blas > 0 ? cat("OpenBLAS ", blas) : std::string("BLAS threads not controllable"),
+             backend == MatmulBackend::kOneDnn ? " (bf16: oneDNN)" : " (fp32: OpenBLAS)");
+}
+
+int available_cores() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+int blas_threads() {
+  const GetThreads get = openblas_get();
+  return get != nullptr ? get() : 0;
+}
+
+ThreadSettings choose_threads(const ThreadRequest& request, int cores) {
+  BB_CHECK_INPUT(request.openmp() >= 0, "ThreadRequest.openmp = ", request.openmp(),
+                 " must be >= 0");
+  BB_CHECK_INPUT(request.blas() >= 0, "ThreadRequest.blas = ", request.blas(), " must be >= 0");
+  const bool onednn = request.backend() == MatmulBackend::kOneDnn;
+  ThreadSettings settings;
+  settings.backend = request.backend();
+  settings.openmp = request.openmp() > 0 ? static_cast<int>(request.openmp()) : onednn ? cores : 1;
+  settings.blas = request.blas() > 0 ? static_cast<int>(request.blas()) : onednn ? 1 : cores;
+  return settings;
+}
+
+ThreadSettings apply_threads(const ThreadRequest& request) {
+  ThreadSettings settings = choose_threads(request, available_cores());
+  torch::set_num_threads(settings.openmp);
+  settings.openmp = torch::get_num_threads();
+  if (const SetThreads set = openblas_set())
+    set(settings.blas);
+  settings.blas = blas_threads();
+  return settings;
+}
+
+}  // namespace bigbatch

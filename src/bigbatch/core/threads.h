@@ -1,0 +1,57 @@
+// Thread settings of the two pools that run LibTorch's CPU kernels: OpenMP (intra-op, also
+// oneDNN's) and OpenBLAS's own pthreads. On a small machine both at full width oversubscribe the
+// cores, so a run chooses them per matmul backend and reports them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace bigbatch {
+
+/// Which library runs the run's big matmuls, which decides the automatic thread settings.
+enum class MatmulBackend {
+  kBlas,    ///< float32/float64 Linear and mm: OpenBLAS, with its own threads
+  kOneDnn,  ///< bfloat16 (autocast): oneDNN, on the OpenMP threads
+};
+
+/// What the user asked for; 0 means automatic.
+struct ThreadRequest {
+  /// The matmul backend of the run.
+  TORCH_ARG(MatmulBackend, backend) = MatmulBackend::kBlas;
+  /// OpenMP intra-op threads (torch::set_num_threads); 0 = automatic.
+  TORCH_ARG(int64_t, openmp) = 0;
+  /// OpenBLAS threads; 0 = automatic. Ignored where OpenBLAS is not the BLAS.
+  TORCH_ARG(int64_t, blas) = 0;
+};
+
+/// The settings in effect.
+struct ThreadSettings {
+  int openmp = 1;  ///< OpenMP intra-op threads
+  int blas = 0;    ///< OpenBLAS threads; 0 when OpenBLAS is not loaded
+  MatmulBackend backend = MatmulBackend::kBlas;
+
+  /// "OpenMP 2, OpenBLAS 1 (bf16: oneDNN)" or "OpenMP 1, OpenBLAS 2 (fp32: OpenBLAS)"; without
+  /// OpenBLAS "BLAS threads not controllable" in its place.
+  std::string describe() const;
+};
+
+/// The automatic choice for `cores` cores, measured on a 2-core machine (docs/PRECISION.md):
+/// kBlas: OpenMP 1, OpenBLAS = cores (OpenBLAS does the work; OpenMP threads would compete);
+/// kOneDnn: OpenMP = cores, OpenBLAS 1 (oneDNN does the work on the OpenMP threads).
+/// Non-zero fields of `request` are kept as given.
+ThreadSettings choose_threads(const ThreadRequest& request, int cores);
+
+/// Chooses the settings for this machine's cores and applies them: torch::set_num_threads and,
+/// when LibTorch's BLAS is OpenBLAS (found at run time), openblas_set_num_threads. Returns the
+/// settings now in effect. Throws InputError for negative requests.
+ThreadSettings apply_threads(const ThreadRequest& request);
+
+/// OpenBLAS's current thread count; 0 when OpenBLAS is not loaded in this process.
+int blas_threads();
+
+/// Logical cores available to this process (at least 1).
+int available_cores();
+
+}  // namespace bigbatch

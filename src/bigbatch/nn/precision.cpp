@@ -1,0 +1,121 @@
+#include "bigbatch/nn/precision.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::nn {
+namespace {
+
+/// Sets the thread's autocast settings; the nesting depth and the cache are left alone.
+void apply(const AutocastState& state) {
+  at::autocast::set_autocast_cpu_dtype(state.cpu_dtype);
+  at::autocast::set_cpu_enabled(state.cpu_enabled);
+#ifdef BIGBATCH_WITH_CUDA
+  at::autocast::set_autocast_gpu_dtype(state.cuda_dtype);
+  at::autocast::set_enabled(state.cuda_enabled);
+#endif
+}
+
+}  // namespace
+
+Precision parse_precision(const std::string& text, const std::string& field) {
+  if (text == "fp32")
+    return Precision::kFp32;
+  if (text == "bf16")
+    return Precision::kBf16;
+  if (text == "fp16")
+    return Precision::kFp16;
+  throw InputError(cat(field, " must be \"fp32\", \"bf16\" or \"fp16\", got \"", text, "\""));
+}
+
+std::string to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+torch::ScalarType compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return torch::kFloat;
+    case Precision::kBf16:
+      return torch::kBFloat16;
+    case Precision::kFp16:
+      return torch::kHalf;
+  }
+  return torch::kFloat;
+}
+
+void check_precision_supported(Precision precision, torch::DeviceType device_type,
+                               const std::string& field) {
+  if (precision == Precision::kFp32)
+    return;
+  if (device_type == torch::kCPU) {
+    BB_CHECK_INPUT(precision != Precision::kFp16, field,
+                   " = \"fp16\" needs a CUDA build and device: autocast on CPU computes in "
+                   "bfloat16 only (use \"bf16\")");
+    return;
+  }
+#ifdef BIGBATCH_WITH_CUDA
+  BB_CHECK_INPUT(device_type == torch::kCUDA, field, " = \"", to_string(precision),
+                 "\" autocasts CPU and CUDA only, not ", c10::DeviceTypeName(device_type));
+#else
+  throw InputError(cat(field, " = \"", to_string(precision), "\" on ",
+                       c10::DeviceTypeName(device_type),
+                       " needs a CUDA build of bigbatch; this one autocasts CPU only"));
+#endif
+}
+
+AutocastState AutocastState::capture() {
+  AutocastState state;
+  state.cpu_enabled = at::autocast::is_cpu_enabled();
+  state.cpu_dtype = at::autocast::get_autocast_cpu_dtype();
+#ifdef BIGBATCH_WITH_CUDA
+  state.cuda_enabled = at::autocast::is_enabled();
+  state.cuda_dtype = at::autocast::get_autocast_gpu_dtype();
+#endif
+  return state;
+}
+
+AutocastGuard::AutocastGuard(Precision precision, torch::DeviceType device_type) {
+  if (precision == Precision::kFp32)
+    return;
+  check_precision_supported(precision, device_type, "precision");
+  AutocastState state = AutocastState::capture();
+  if (device_type == torch::kCPU) {
+    state.cpu_enabled = true;
+    state.cpu_dtype = compute_dtype(precision);
+  } else {
+    state.cuda_enabled = true;
+    state.cuda_dtype = compute_dtype(precision);
+  }
+  enter(state);
+}
+
+AutocastGuard::AutocastGuard(const AutocastState& state) {
+  enter(state);
+}
+
+void AutocastGuard::enter(const AutocastState& state) {
+  previous_ = AutocastState::capture();
+  apply(state);
+  at::autocast::increment_nesting();
+  entered_ = true;
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!entered_)
+    return;
+  if (at::autocast::decrement_nesting() == 0)
+    at::autocast::clear_cache();
+  apply(previous_);
+}
+
+}  // namespace bigbatch::nn

@@ -1,0 +1,45 @@
+// Thread settings per matmul backend: the automatic choice, explicit requests, and applying them.
+#include <gtest/gtest.h>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/threads.h"
+
+namespace bigbatch {
+namespace {
+
+TEST(Threads, AutomaticSettingsGiveTheCoresToTheLibraryThatRunsTheMatmuls) {
+  const ThreadSettings blas = choose_threads(ThreadRequest().backend(MatmulBackend::kBlas), 8);
+  EXPECT_EQ(blas.openmp, 1);
+  EXPECT_EQ(blas.blas, 8);
+  const ThreadSettings onednn = choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn), 8);
+  EXPECT_EQ(onednn.openmp, 8);
+  EXPECT_EQ(onednn.blas, 1);
+  EXPECT_EQ(onednn.describe(), "OpenMP 8, OpenBLAS 1 (bf16: oneDNN)");
+  EXPECT_EQ(blas.describe(), "OpenMP 1, OpenBLAS 8 (fp32: OpenBLAS)");
+}
+
+TEST(Threads, ExplicitRequestsAreKeptAndNegativeOnesRefused) {
+  const ThreadSettings s =
+      choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn).openmp(3).blas(2), 8);
+  EXPECT_EQ(s.openmp, 3);
+  EXPECT_EQ(s.blas, 2);
+  EXPECT_THROW(choose_threads(ThreadRequest().openmp(-1), 2), InputError);
+  EXPECT_THROW(choose_threads(ThreadRequest().blas(-1), 2), InputError);
+}
+
+TEST(Threads, ApplyingSetsOpenMpAndOpenBlas) {
+  const int openmp_before = torch::get_num_threads();
+  const int blas_before = blas_threads();
+  const ThreadSettings applied = apply_threads(ThreadRequest().openmp(2).blas(1));
+  EXPECT_EQ(applied.openmp, 2);
+  EXPECT_EQ(torch::get_num_threads(), 2);
+  if (blas_before == 0)
+    GTEST_SKIP() << "LibTorch's BLAS is not OpenBLAS here";
+  EXPECT_EQ(applied.blas, 1);
+  EXPECT_EQ(blas_threads(), 1);
+  apply_threads(ThreadRequest().openmp(openmp_before).blas(blas_before));
+  EXPECT_EQ(blas_threads(), blas_before);
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -336,8 +336,7 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   BenchMemoryOptions options = given;
   TrainConfig config = load_config(options.config);
   complete_options(options, config);
-  if (config.threads > 0)
-    torch::set_num_threads(static_cast<int>(config.threads));
+  apply_thread_settings(config);
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();
   const data::TextCorpus corpus = data::TextCorpus::load(config.data);

@@ -32,6 +32,7 @@ class InfAtCalls : public engine::Objective {
       return loss;
     return loss * torch::full({}, std::numeric_limits<double>::infinity(), loss.options());
   }
+  engine::EvalSums evaluate(const data::Batch& batch) override { return inner_.evaluate(batch); }
 
  private:
   engine::Objective& inner_;
@@ -41,6 +42,7 @@ class InfAtCalls : public engine::Objective {
 
 struct RunResult {
   RecordingSink sink;
+  testing::RecordingHooks hooks;
   engine::TrainSummary summary;
 };
 
@@ -82,6 +84,7 @@ RunResult train(const RunOptions& run) {
   setup.val_data = &val_data;
   setup.loss_scaler = run.scaler;
   RunResult result;
+  setup.window_hooks = {&result.hooks};
   engine::Trainer trainer(
       setup, engine::TrainerOptions(run.trainer).total_steps(run.steps).eval_every(1).seed(9));
   trainer.add_sink(&result.sink);
@@ -122,7 +125,16 @@ TEST(NonFiniteTraining, AnInfWindowIsDroppedReportedAndNotAStep) {
   // Evaluations: before training and after each of the 6 steps, none for the skipped window.
   ASSERT_EQ(run.sink.evals.size(), 7u);
   EXPECT_EQ(run.sink.evals.back().step, 6);
+  ASSERT_TRUE(run.sink.evals.back().accuracy.has_value());  // a classifier over next bytes
+  EXPECT_GE(*run.sink.evals.back().accuracy, 0.0);
+  EXPECT_LE(*run.sink.evals.back().accuracy, 1.0);
+  EXPECT_EQ(run.summary.last_val_accuracy, run.sink.evals.back().accuracy);
   EXPECT_TRUE(std::isfinite(run.summary.last_train_loss));
+  // Window hooks: a skipped window ends without a step.
+  const std::vector<std::string> expected = {"begin", "step",  "begin", "step",  "begin",
+                                             "skip",  "begin", "step",  "begin", "step",
+                                             "begin", "step",  "begin", "step"};
+  EXPECT_EQ(run.hooks.events, expected);
 }
 
 TEST(NonFiniteTraining, RealLossScaleOverflowBacksOffUntilTrainingProceeds) {

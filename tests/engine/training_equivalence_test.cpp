@@ -18,6 +18,7 @@ using testing::RecordingSink;
 struct RunResult {
   torch::Tensor weights;  // all parameters, flattened
   RecordingSink sink;
+  testing::RecordingHooks hooks;
   engine::TrainSummary summary;
 };
 
@@ -68,6 +69,7 @@ RunResult train(int64_t micro_batch,
   setup.plan = &plan;
   setup.train_data = &dataset;
   RunResult result;
+  setup.window_hooks = {&result.hooks};
   engine::Trainer trainer(setup,
                           engine::TrainerOptions().total_steps(20).max_grad_norm(0.5).seed(9));
   trainer.add_sink(&result.sink);
@@ -133,6 +135,14 @@ TEST(TrainingEquivalence, OutOfMemoryMidWindowRestartsItAtHalfTheMicroBatch) {
   EXPECT_EQ(recovered.sink.windows[2].samples, 64);
   EXPECT_EQ(recovered.summary.final_micro_batch, 4);
   EXPECT_EQ(recovered.summary.samples, small.summary.samples);
+  // Window hooks hear the restart as a second beginning of step 3, then one step.
+  std::vector<std::string> expected;
+  for (int step = 1; step <= 20; ++step) {
+    expected.insert(expected.end(), {"begin", "step"});
+    if (step == 3)
+      expected.insert(expected.end() - 1, "begin");
+  }
+  EXPECT_EQ(recovered.hooks.events, expected);
   const double scale = small.weights.abs().max().item<double>();
   EXPECT_LE((recovered.weights - small.weights).abs().max().item<double>(), 1e-9 * scale);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bigbatch/engine/accumulator.h"
+#include "bigbatch/engine/trainer.h"
 #include "bigbatch/metrics/sink.h"
 
 namespace bigbatch::testing {
@@ -23,6 +24,14 @@ class RecordingSink : public metrics::MetricsSink {
   std::vector<metrics::WindowRecord> windows;
   std::vector<metrics::EvalRecord> evals;
   std::vector<std::string> notices;
+};
+
+/// Records the window events a trainer reports: "begin", "step" (stepped) or "skip".
+class RecordingHooks : public engine::WindowHooks {
+ public:
+  void on_window_begin() override { events.push_back("begin"); }
+  void on_window_end(bool stepped) override { events.push_back(stepped ? "step" : "skip"); }
+  std::vector<std::string> events;
 };
 
 /// `n` random bytes from a fixed seed.

@@ -42,7 +42,10 @@ TEST(ProgressPrinter, PlainLinesEveryLogEveryStepsAndTheFirstAndLast) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("step 20/30"), std::string::npos);
-  EXPECT_NE(text.find("eval  step 30  val_loss 2.2500"), std::string::npos) << text;
+  EXPECT_NE(text.find("eval  step 30  val_loss 2.2500  ("), std::string::npos) << text;
+  eval.accuracy = 0.9134;
+  progress.on_eval(eval);
+  EXPECT_NE(out.str().find("val_loss 2.2500  val_acc 91.34%  ("), std::string::npos) << out.str();
   EXPECT_EQ(text.find('\r'), std::string::npos);
 }
 
@@ -98,6 +101,8 @@ TEST(JsonlSink, OneObjectPerLine) {
     eval.step = 1;
     eval.loss = 3.0;
     sink.on_eval(eval);
+    eval.accuracy = 0.875;
+    sink.on_eval(eval);
   }
   std::istringstream lines(testing::read_file(path));
   std::string line;
@@ -118,6 +123,9 @@ TEST(JsonlSink, OneObjectPerLine) {
   EXPECT_TRUE(second["loss"].is_null());
   std::getline(lines, line);
   EXPECT_EQ(nlohmann::json::parse(line)["type"], "eval");
+  EXPECT_FALSE(nlohmann::json::parse(line).contains("accuracy"));
+  std::getline(lines, line);
+  EXPECT_EQ(nlohmann::json::parse(line)["accuracy"], 0.875);
   EXPECT_THROW(metrics::JsonlSink("/nonexistent/dir/metrics.jsonl"), std::runtime_error);
 }
 

@@ -140,6 +140,8 @@ void write_summary(const std::string& run_dir, const engine::TrainSummary& s,
                                                          : nlohmann::json(nullptr)},
       {"last_val_loss",
        std::isfinite(s.last_val_loss) ? nlohmann::json(s.last_val_loss) : nlohmann::json(nullptr)},
+      {"last_val_accuracy",
+       s.last_val_accuracy ? nlohmann::json(*s.last_val_accuracy) : nlohmann::json(nullptr)},
       {"samples", s.samples},
       {"tokens", s.tokens},
       {"seconds", s.seconds},
@@ -222,7 +224,10 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   out << "\nfinished " << summary.steps << " steps in " << human_duration(summary.seconds)
       << (summary.skipped_steps > 0 ? cat(" (", summary.skipped_steps, " windows skipped)") : "")
       << ": train loss " << summary.last_train_loss << ", val loss " << summary.first_val_loss
-      << " -> " << summary.last_val_loss << "\nrun directory: " << run_dir << "\n";
+      << " -> " << summary.last_val_loss
+      << (summary.last_val_accuracy ? cat(", val accuracy ", *summary.last_val_accuracy)
+                                    : std::string())
+      << "\nrun directory: " << run_dir << "\n";
   return 0;
 }
 

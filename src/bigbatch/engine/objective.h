@@ -19,6 +19,14 @@ std::function<torch::Tensor(const torch::Tensor&)> forward_of(ModuleHolder model
   return [model](const torch::Tensor& inputs) mutable { return model->forward(inputs); };
 }
 
+/// What an evaluation pass over one batch yields.
+struct EvalSums {
+  torch::Tensor loss_sum;  ///< scalar: the loss summed over the batch's counted units
+  /// Counted units whose prediction (the arg-max of the logits) equals the target; -1 when the
+  /// objective has no notion of a correct prediction.
+  int64_t correct = -1;
+};
+
 /// A training objective over batches. The trainer counts every micro-batch of a window before
 /// the first forward pass, so it can normalise each micro-batch by the whole window.
 class Objective {
@@ -30,6 +38,9 @@ class Objective {
   virtual Counts count(const data::Batch& batch) const = 0;
   /// Forward pass and the loss summed over the batch's counted units: a scalar tensor.
   virtual torch::Tensor loss_sum(const data::Batch& batch) = 0;
+  /// For evaluation (no gradients needed): the loss sum and, where it means something, the
+  /// number of correct predictions, from one forward pass. The default has no accuracy.
+  virtual EvalSums evaluate(const data::Batch& batch) { return {loss_sum(batch), -1}; }
 };
 
 /// Cross-entropy of logits against integer targets. Targets (B) are one class per sample
@@ -44,8 +55,13 @@ class CrossEntropyObjective : public Objective {
   LossUnit unit() const override { return unit_; }
   Counts count(const data::Batch& batch) const override;
   torch::Tensor loss_sum(const data::Batch& batch) override;
+  /// Also counts the units (samples or non-padding tokens) whose arg-max logit is the target.
+  EvalSums evaluate(const data::Batch& batch) override;
 
  private:
+  /// The summed loss of `logits` (B, [T,] V) against the batch's targets.
+  torch::Tensor loss_of(const torch::Tensor& logits, const data::Batch& batch) const;
+
   std::function<torch::Tensor(const torch::Tensor&)> forward_;
   LossUnit unit_;
   int64_t ignore_index_;
@@ -65,6 +81,7 @@ class AutocastObjective : public Objective {
   LossUnit unit() const override { return inner_->unit(); }
   Counts count(const data::Batch& batch) const override { return inner_->count(batch); }
   torch::Tensor loss_sum(const data::Batch& batch) override;
+  EvalSums evaluate(const data::Batch& batch) override;
   /// The precision forward passes run in.
   nn::Precision precision() const { return precision_; }
 

@@ -111,6 +111,7 @@ TrainSummary Trainer::fit() {
     if (has_val && (last || due)) {
       const metrics::EvalRecord eval = evaluate();
       summary.last_val_loss = eval.loss;
+      summary.last_val_accuracy = eval.accuracy;
       report_eval(eval);
     }
   }
@@ -142,6 +143,8 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window&
   while (true) {
     const PreparedWindow prepared = prepare(window);
     bool at_boundary = false;
+    for (WindowHooks* hooks : setup_.window_hooks)
+      hooks->on_window_begin();
     try {
       // 2. Forward and backward each micro-batch, normalised by the whole window.
       accumulator.begin_window(prepared.total);
@@ -150,7 +153,10 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window&
       }
       // 3. Boundary: clip, schedule, step, zero.
       at_boundary = true;
-      return accumulator.step();
+      const WindowResult result = accumulator.step();
+      for (WindowHooks* hooks : setup_.window_hooks)
+        hooks->on_window_end(!result.skipped);
+      return result;
     } catch (const c10::OutOfMemoryError& error) {
       if (at_boundary) {
         // The optimizer may have updated some parameters already, and its memory does not
@@ -211,18 +217,24 @@ metrics::EvalRecord Trainer::evaluate() {
   const int64_t count =
       options_.eval_samples() > 0 ? std::min(options_.eval_samples(), available) : available;
   double loss_sum = 0.0;
+  int64_t correct = 0;  // -1 once a batch has no notion of a correct prediction
   Counts total;
   for (int64_t begin = 0; begin < count; begin += plan_.micro_batch) {
     std::vector<int64_t> indices(std::min(plan_.micro_batch, count - begin));
     std::iota(indices.begin(), indices.end(), begin);
     const data::Batch batch = val.get(indices);
     total += setup_.objective->count(batch);
-    loss_sum += setup_.objective->loss_sum(batch).item<double>();
+    const EvalSums sums = setup_.objective->evaluate(batch);
+    loss_sum += sums.loss_sum.item<double>();
+    correct = (correct < 0 || sums.correct < 0) ? -1 : correct + sums.correct;
   }
+  const double units =
+      static_cast<double>(std::max<int64_t>(1, total.units(setup_.objective->unit())));
   metrics::EvalRecord record;
   record.step = steps_taken_;
-  record.loss =
-      loss_sum / static_cast<double>(std::max<int64_t>(1, total.units(setup_.objective->unit())));
+  record.loss = loss_sum / units;
+  if (correct >= 0)
+    record.accuracy = static_cast<double>(correct) / units;
   record.samples = total.samples;
   record.tokens = total.tokens;
   record.seconds = seconds_since(start);

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,19 @@ struct TrainerOptions {
   TORCH_ARG(int64_t, max_consecutive_skips) = 25;
 };
 
+/// State that lives beside the window gradient and must follow the window's life, such as
+/// BatchNorm running statistics gathered over a whole window (nn::RunningStatsMode::kPerWindow).
+class WindowHooks {
+ public:
+  virtual ~WindowHooks() = default;
+  /// Before the first micro-batch of a window, and again when an out-of-memory restart starts
+  /// the window over from its first micro-batch.
+  virtual void on_window_begin() {}
+  /// After the boundary: `stepped` is true when the optimizer stepped, false when the window was
+  /// skipped as non-finite (its data is dropped).
+  virtual void on_window_end(bool stepped) { (void)stepped; }
+};
+
 /// Everything the loop works on; the trainer holds references, the caller owns them.
 struct TrainingSetup {
   torch::nn::Module* model = nullptr;
@@ -50,6 +64,7 @@ struct TrainingSetup {
   const data::Dataset* train_data = nullptr;
   const data::Dataset* val_data = nullptr;  ///< may be null: no evaluation
   LossScaler* loss_scaler = nullptr;        ///< may be null: no loss scaling
+  std::vector<WindowHooks*> window_hooks;   ///< told about every window, in order (not owned)
 };
 
 /// How training went.
@@ -61,6 +76,8 @@ struct TrainSummary {
   double last_train_loss = 0.0;   ///< mean loss of the last window that took a step
   double first_val_loss = 0.0;    ///< before training (NaN without validation data)
   double last_val_loss = 0.0;     ///< after training (NaN without validation data)
+  /// Accuracy of the last evaluation; empty without validation data or a notion of accuracy.
+  std::optional<double> last_val_accuracy;
   int64_t samples = 0;            ///< training samples seen (skipped windows included)
   int64_t tokens = 0;             ///< counted training tokens seen (skipped windows included)
   double seconds = 0.0;           ///< wall time of the loop, evaluation included

@@ -42,7 +42,10 @@ void JsonlSink::on_eval(const EvalRecord& r) {
   const nlohmann::json line = {{"type", "eval"},     {"step", r.step},
                                {"loss", r.loss},     {"samples", r.samples},
                                {"tokens", r.tokens}, {"seconds", r.seconds}};
-  write_line(line.dump());
+  nlohmann::json with_accuracy = line;
+  if (r.accuracy)
+    with_accuracy["accuracy"] = *r.accuracy;
+  write_line(with_accuracy.dump());
 }
 
 void JsonlSink::on_notice(const std::string& message) {

@@ -70,8 +70,9 @@ void ProgressPrinter::on_window(const WindowRecord& r) {
 
 void ProgressPrinter::on_eval(const EvalRecord& r) {
   end_bar_line();
-  out_ << "eval  step " << r.step << "  val_loss " << format("%.4f", r.loss) << "  ("
-       << human_count(static_cast<double>(options_.count_tokens ? r.tokens : r.samples))
+  out_ << "eval  step " << r.step << "  val_loss " << format("%.4f", r.loss)
+       << (r.accuracy ? "  val_acc " + format("%.2f%%", 100.0 * *r.accuracy) : std::string())
+       << "  (" << human_count(static_cast<double>(options_.count_tokens ? r.tokens : r.samples))
        << (options_.count_tokens ? " tokens" : " samples") << ", " << format("%.1f", r.seconds)
        << "s)\n"
        << std::flush;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace bigbatch::metrics {
@@ -38,6 +39,9 @@ struct EvalRecord {
   int64_t samples = 0;   ///< samples evaluated
   int64_t tokens = 0;    ///< counted tokens evaluated
   double seconds = 0.0;  ///< wall time of the evaluation
+  /// Share of counted units (samples, or tokens for token losses) predicted correctly, in [0, 1];
+  /// empty when the objective has no notion of a correct prediction.
+  std::optional<double> accuracy;
 };
 
 /// Receives training events; implementations write files or draw progress.

@@ -5,6 +5,7 @@
 
 #include "bigbatch/cli/bench_memory_command.h"
 #include "bigbatch/cli/bench_precision_command.h"
+#include "bigbatch/cli/reproduce_command.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/check.h"
 
@@ -75,6 +76,20 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                    "global batch)")
       ->delimiter(',');
 
+  ReproduceOptions reproduce_options;
+  CLI::App* reproduce = app.add_subcommand(
+      "reproduce",
+      "Run a named experiment of docs/EXPERIMENTS.md (its runs, a results table and charts)");
+  reproduce->add_option("name", reproduce_options.name,
+                        "experiment: equivalence, batchnorm, lr-scaling, fashion-mnist");
+  reproduce
+      ->add_option("-s,--set", reproduce_options.overrides,
+                   "override a config key in every run, e.g. --set train.epochs=1 (repeatable)")
+      ->type_name("KEY=VALUE");
+  reproduce->add_option("--out", reproduce_options.out_dir,
+                        "output directory (default: runs/reproduce-<name>-<time>)");
+  reproduce->add_flag("--list", reproduce_options.list, "list the experiments and exit");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -94,6 +109,11 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return run_bench_memory(bench_memory_options, out);
     if (bench_precision->parsed())
       return run_bench_precision(bench_precision_options, out);
+    if (reproduce->parsed()) {
+      if (!reproduce_options.list && reproduce_options.name.empty())
+        throw InputError("bigbatch reproduce needs an experiment name (see --list)");
+      return run_reproduce(reproduce_options, out);
+    }
     return run_config(config_options, out);
   } catch (const InputError& error) {
     out.flush();

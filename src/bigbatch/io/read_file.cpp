@@ -1,0 +1,22 @@
+#include "bigbatch/io/read_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace bigbatch::io {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad())
+    throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  return content.str();
+}
+
+}  // namespace bigbatch::io

@@ -107,10 +107,11 @@ class IdxReader {
     const char* message = gzerror(file_.get(), &code);
     if (code == Z_OK)
       return;
-    const std::string cause = code == Z_ERRNO
-                                  ? std::error_code(errno, std::generic_category()).message()
-                                  : std::string(message != nullptr ? message : "zlib error");
-    if (raw_)
+    // zlib prefixes its messages with "<path>: "; the messages below name the path themselves.
+    std::string cause = message != nullptr ? message : "zlib error";
+    if (cause.rfind(path_ + ": ", 0) == 0)
+      cause.erase(0, path_.size() + 2);
+    if (raw_ || code == Z_ERRNO)
       throw InputError(cat("cannot read IDX file '", path_, "': ", cause));
     throw InputError(cat("gzip stream of '", path_, "' is truncated or corrupt: ", cause,
                          " (after ", group_thousands(total_ + got_now), " decompressed bytes)"));

@@ -82,10 +82,12 @@ void validate(const BatchNormOptions& options);
 ///     for each window: for each micro-batch: forward + backward;
 ///                      optimizer step; commit_window(*model);   // or discard_window(*model)
 ///   The accumulated statistics are detached and held in float64: per forward, the mean and
-///   biased variance per channel (LibTorch's var_mean, which accumulates in double on CPU) are
-///   merged into a count, mean and sum of squared deviations with Chan et al.'s pairwise rule,
-///   so the error does not grow with the number of micro-batches. They are not buffers: a saved
-///   model does not carry a pending window.
+///   the sum of squared deviations from it per channel (two passes over the input in its own
+///   precision, float32 at least) are merged into a count, mean and sum of squared deviations
+///   with Chan et al.'s pairwise rule, so the error does not grow with the number of
+///   micro-batches and no sum of squares cancels. The cost is about one extra read of the input
+///   and one temporary of its size per forward. They are not buffers: a saved model does not
+///   carry a pending window.
 /// - Activation checkpointing: while nn::is_recomputing() is true (nn::checkpoint's backward
 ///   replaying a block), no running statistic is updated or accumulated, so a checkpointed
 ///   block changes them exactly once per forward, as a plain block does.

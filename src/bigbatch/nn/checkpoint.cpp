@@ -48,6 +48,21 @@ class NoAutocastCache {
 
 constexpr const char* kStateKey = "bigbatch.checkpoint";
 
+/// Whether this thread is inside a recompute (read by is_recomputing()).
+thread_local bool recomputing = false;
+
+/// Sets `recomputing` for its lifetime and restores the previous value (nested checkpoints).
+class RecomputeScope {
+ public:
+  RecomputeScope() : was_(recomputing) { recomputing = true; }
+  ~RecomputeScope() { recomputing = was_; }
+  RecomputeScope(const RecomputeScope&) = delete;
+  RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+ private:
+  bool was_;
+};
+
 /// Throws std::logic_error when the recomputed graph reaches a tensor that requires grad but is
 /// neither the block's input nor one of its parameters: torch::autograd::grad would leave it
 /// without a gradient that a plain call gives it. `first_node` is the sequence number of the
@@ -122,6 +137,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       const RngState at_backward = RngState::capture(input.device());
       state.rng.restore();
       try {
+        RecomputeScope recompute;
         output = state.block(input);
       } catch (...) {
         at_backward.restore();
@@ -154,6 +170,10 @@ torch::Tensor checkpoint(Block block, const torch::Tensor& input, torch::TensorL
   auto state = c10::make_intrusive<CheckpointState>(
       std::move(block), RngState::capture(input.device()), AutocastState::capture());
   return CheckpointFunction::apply(std::move(state), input, parameters);
+}
+
+bool is_recomputing() {
+  return recomputing;
 }
 
 bool CheckpointPolicy::applies_to(int64_t block_index) const {

@@ -46,6 +46,12 @@ using Block = std::function<torch::Tensor(const torch::Tensor&)>;
 /// When grad mode is off or nothing requires grad, this is exactly `block(input)`.
 torch::Tensor checkpoint(Block block, const torch::Tensor& input, torch::TensorList parameters);
 
+/// True only while checkpoint()'s backward recomputes a block on the calling thread (also inside
+/// a checkpoint nested in the recomputed block); false during every ordinary forward, including
+/// the no-grad forward of a checkpointed block. Layers with side effects on state consult it so
+/// that a recompute does not repeat them: nn::BatchNorm skips its running-statistics update.
+bool is_recomputing();
+
 /// Which blocks of a model are checkpointed.
 enum class CheckpointMode {
   /// No block: every activation is kept (fastest, most memory).

@@ -1,0 +1,185 @@
+#include "bigbatch/models/bert.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::models {
+namespace {
+
+/// Standard deviation of every Linear and Embedding weight and of [CLS] (BERT).
+constexpr double kInitStd = 0.02;
+
+torch::nn::LayerNorm layer_norm(int64_t width) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
+}
+
+/// Dropout that is a no-op (and draws no random numbers) when p == 0.
+torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
+  return p > 0.0 ? torch::dropout(x, p, training) : x;
+}
+
+}  // namespace
+
+void validate(const BertOptions& options) {
+  BB_CHECK_INPUT(options.vocab() > 0, "BertOptions.vocab must be positive, got ", options.vocab());
+  BB_CHECK_INPUT(options.pad_id() >= 0 && options.pad_id() < options.vocab(),
+                 "BertOptions.pad_id must be in [0, BertOptions.vocab = ", options.vocab(),
+                 "), got ", options.pad_id());
+  BB_CHECK_INPUT(options.context() > 0, "BertOptions.context must be positive, got ",
+                 options.context());
+  BB_CHECK_INPUT(options.layers() > 0, "BertOptions.layers must be positive, got ",
+                 options.layers());
+  BB_CHECK_INPUT(options.heads() > 0, "BertOptions.heads must be positive, got ", options.heads());
+  BB_CHECK_INPUT(options.embed() > 0, "BertOptions.embed must be positive, got ", options.embed());
+  BB_CHECK_INPUT(options.embed() % options.heads() == 0, "BertOptions.embed (", options.embed(),
+                 ") must be divisible by BertOptions.heads (", options.heads(), ")");
+  BB_CHECK_INPUT(options.classes() > 0, "BertOptions.classes must be positive, got ",
+                 options.classes());
+  BB_CHECK_INPUT(options.dropout() >= 0.0 && options.dropout() < 1.0,
+                 "BertOptions.dropout must be in [0, 1), got ", options.dropout());
+}
+
+EncoderSelfAttentionImpl::EncoderSelfAttentionImpl(const BertOptions& options)
+    : heads_(options.heads()), dropout_(options.dropout()) {
+  validate(options);
+  const int64_t embed = options.embed();
+  qkv = register_module("qkv", torch::nn::Linear(embed, 3 * embed));
+  proj = register_module("proj", torch::nn::Linear(embed, embed));
+}
+
+torch::Tensor EncoderSelfAttentionImpl::forward(const torch::Tensor& x,
+                                                const torch::Tensor& key_padding) {
+  const int64_t batch = x.size(0);
+  const int64_t time = x.size(1);
+  const int64_t embed = x.size(2);
+  const int64_t head_dim = embed / heads_;
+  const auto split_heads = [&](const torch::Tensor& t) {  // (B, S, C) -> (B, heads, S, head_dim)
+    return t.view({batch, time, heads_, head_dim}).transpose(1, 2);
+  };
+  const auto parts = qkv->forward(x).chunk(3, /*dim=*/-1);  // 3 x (B, S, C)
+  const torch::Tensor q = split_heads(parts[0]);            // (B, heads, S, head_dim)
+  const torch::Tensor k = split_heads(parts[1]);            // (B, heads, S, head_dim)
+  const torch::Tensor v = split_heads(parts[2]);            // (B, heads, S, head_dim)
+
+  torch::Tensor scores =
+      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));  // (B, h, S, S)
+  scores = scores.masked_fill(key_padding.view({batch, 1, 1, time}),
+                              -std::numeric_limits<double>::infinity());
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);  // (B, heads, S, S)
+  probs = maybe_dropout(probs, dropout_, is_training());
+
+  torch::Tensor y = torch::matmul(probs, v);                        // (B, heads, S, head_dim)
+  y = y.transpose(1, 2).contiguous().view({batch, time, embed});    // (B, S, C)
+  return maybe_dropout(proj->forward(y), dropout_, is_training());  // (B, S, C)
+}
+
+EncoderMlpImpl::EncoderMlpImpl(const BertOptions& options) : dropout_(options.dropout()) {
+  validate(options);
+  const int64_t embed = options.embed();
+  fc = register_module("fc", torch::nn::Linear(embed, 4 * embed));
+  proj = register_module("proj", torch::nn::Linear(4 * embed, embed));
+}
+
+torch::Tensor EncoderMlpImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor h = torch::gelu(fc->forward(x));              // (B, S, 4C), exact erf GELU
+  return maybe_dropout(proj->forward(h), dropout_, is_training());  // (B, S, C)
+}
+
+BertBlockImpl::BertBlockImpl(const BertOptions& options) {
+  validate(options);
+  ln1 = register_module("ln1", layer_norm(options.embed()));
+  attn = register_module("attn", EncoderSelfAttention(options));
+  ln2 = register_module("ln2", layer_norm(options.embed()));
+  mlp = register_module("mlp", EncoderMlp(options));
+}
+
+torch::Tensor BertBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding) {
+  torch::Tensor h = x + attn->forward(ln1->forward(x), key_padding);  // (B, S, C)
+  return h + mlp->forward(ln2->forward(h));                           // (B, S, C)
+}
+
+BertImpl::BertImpl(BertOptions options) : options_(options) {
+  validate(options_);
+  const int64_t embed = options_.embed();
+  cls = register_parameter("cls", torch::zeros({embed}));
+  tok_embed = register_module("tok_embed", torch::nn::Embedding(options_.vocab(), embed));
+  pos_embed = register_module("pos_embed", torch::nn::Embedding(options_.context() + 1, embed));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options_.layers(); ++i) {
+    blocks->push_back(BertBlock(options_));
+  }
+  ln_f = register_module("ln_f", layer_norm(embed));
+  head = register_module("head", torch::nn::Linear(embed, options_.classes()));
+  reset_parameters();
+}
+
+void BertImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  torch::nn::init::normal_(cls, 0.0, kInitStd);
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      torch::nn::init::normal_(linear->weight, 0.0, kInitStd);
+      if (linear->bias.defined())
+        torch::nn::init::zeros_(linear->bias);
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      torch::nn::init::normal_(embedding->weight, 0.0, kInitStd);
+    } else if (auto* norm = module->as<torch::nn::LayerNorm>()) {
+      torch::nn::init::ones_(norm->weight);
+      torch::nn::init::zeros_(norm->bias);
+    }
+  }
+}
+
+void BertImpl::set_checkpointing(nn::CheckpointPolicy policy) {
+  nn::validate(policy);
+  checkpointing_ = policy;
+}
+
+torch::Tensor BertImpl::forward(const torch::Tensor& inputs) {
+  BB_CHECK_INPUT(inputs.dim() == 2, "Bert expects inputs of shape (B, T) but got ", inputs.sizes());
+  const int64_t batch = inputs.size(0);
+  const int64_t time = inputs.size(1);
+  BB_CHECK_INPUT(time >= 1 && time <= options_.context(), "Bert input length T = ", time,
+                 " is outside [1, BertOptions.context = ", options_.context(), "]");
+  BB_CHECK_INPUT(inputs.scalar_type() == torch::kLong, "Bert expects int64 token ids but got ",
+                 inputs.scalar_type());
+  if (batch > 0) {
+    const auto [low, high] = torch::aminmax(inputs);
+    BB_CHECK_INPUT(low.item<int64_t>() >= 0 && high.item<int64_t>() < options_.vocab(),
+                   "Bert token ids must be in [0, BertOptions.vocab = ", options_.vocab(),
+                   "), got ids from ", low.item<int64_t>(), " to ", high.item<int64_t>());
+  }
+  const int64_t embed = options_.embed();
+  const auto device = inputs.device();
+  // [CLS] at position 0 is never padding, so every query has at least one key.
+  const torch::Tensor key_padding = torch::cat(
+      {torch::zeros({batch, 1}, torch::TensorOptions().dtype(torch::kBool).device(device)),
+       inputs.eq(options_.pad_id())},
+      /*dim=*/1);  // (B, S = T + 1)
+  const torch::Tensor positions =
+      torch::arange(time + 1, torch::TensorOptions().dtype(torch::kLong).device(device));  // (S)
+  const torch::Tensor cls_column = cls.view({1, 1, embed}).expand({batch, 1, embed});  // (B, 1, C)
+  torch::Tensor x = torch::cat({cls_column, tok_embed->forward(inputs)}, /*dim=*/1) +
+                    pos_embed->forward(positions);  // (B, S, C)
+  x = maybe_dropout(x, options_.dropout(), is_training());
+  const bool may_checkpoint = is_training() && torch::GradMode::is_enabled();
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    std::shared_ptr<BertBlockImpl> block = blocks->ptr<BertBlockImpl>(i);
+    if (may_checkpoint && checkpointing_.applies_to(int64_t(i))) {
+      const std::vector<torch::Tensor> parameters = block->parameters();
+      x = nn::checkpoint(
+          [block, key_padding](const torch::Tensor& in) { return block->forward(in, key_padding); },
+          x, parameters);  // (B, S, C)
+    } else {
+      x = block->forward(x, key_padding);  // (B, S, C)
+    }
+  }
+  const torch::Tensor pooled = ln_f->forward(x.select(/*dim=*/1, /*index=*/0));  // (B, C)
+  return head->forward(pooled);                                                  // (B, classes)
+}
+
+}  // namespace bigbatch::models

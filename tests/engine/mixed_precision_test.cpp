@@ -43,13 +43,8 @@ TEST(MixedPrecision, Bf16TrainingKeepsFp32WeightsAndGradientsAndLearns) {
   const Plan plan = resolve_plan(BatchOptions().global_batch(16).micro_batch(4).base_lr(3e-3));
   auto optimizer = make_optimizer(*model, OptimizerOptions().lr(plan.lr));
   const LrSchedule schedule(LrScheduleOptions().peak_lr(plan.lr).warmup_steps(2).total_steps(20));
-  TrainingSetup setup;
-  setup.model = model.ptr().get();
-  setup.objective = &objective;
-  setup.optimizer = optimizer.get();
-  setup.schedule = &schedule;
-  setup.plan = &plan;
-  setup.train_data = &dataset;
+  engine::TrainingSetup setup =
+      testing::setup_of(*model, objective, *optimizer, schedule, plan, dataset);
   testing::RecordingSink sink;
   Trainer trainer(setup, TrainerOptions().total_steps(20).max_grad_norm(1.0));
   trainer.add_sink(&sink);

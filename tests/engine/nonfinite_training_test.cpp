@@ -74,13 +74,8 @@ RunResult train(const RunOptions& run) {
       engine::resolve_plan(engine::BatchOptions().global_batch(32).micro_batch(8).base_lr(3e-3));
   auto optimizer = engine::make_optimizer(*model, engine::OptimizerOptions().lr(plan.lr));
   const engine::LrSchedule schedule = schedule_of(run.steps);
-  engine::TrainingSetup setup;
-  setup.model = model.ptr().get();
-  setup.objective = &objective;
-  setup.optimizer = optimizer.get();
-  setup.schedule = &schedule;
-  setup.plan = &plan;
-  setup.train_data = &train_data;
+  engine::TrainingSetup setup =
+      testing::setup_of(*model, objective, *optimizer, schedule, plan, train_data);
   setup.val_data = &val_data;
   setup.loss_scaler = run.scaler;
   RunResult result;

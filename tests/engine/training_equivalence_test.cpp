@@ -61,13 +61,8 @@ RunResult train(int64_t micro_batch,
   auto optimizer = engine::make_optimizer(*model, optimizer_options.lr(plan.lr));
   const engine::LrSchedule schedule(
       engine::LrScheduleOptions().peak_lr(plan.lr).warmup_steps(5).total_steps(20));
-  engine::TrainingSetup setup;
-  setup.model = model.ptr().get();
-  setup.objective = &objective;
-  setup.optimizer = optimizer.get();
-  setup.schedule = &schedule;
-  setup.plan = &plan;
-  setup.train_data = &dataset;
+  engine::TrainingSetup setup =
+      testing::setup_of(*model, objective, *optimizer, schedule, plan, dataset);
   RunResult result;
   setup.window_hooks = {&result.hooks};
   engine::Trainer trainer(setup,
@@ -184,13 +179,8 @@ TEST(TrainingEquivalence, OutOfMemoryAtTheWindowBoundaryIsAnErrorNotARetry) {
       engine::resolve_plan(engine::BatchOptions().global_batch(64).micro_batch(8));
   OutOfMemoryStepSgd optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
   const engine::LrSchedule schedule(engine::LrScheduleOptions().peak_lr(0.1).total_steps(3));
-  engine::TrainingSetup setup;
-  setup.model = model.ptr().get();
-  setup.objective = &objective;
-  setup.optimizer = &optimizer;
-  setup.schedule = &schedule;
-  setup.plan = &plan;
-  setup.train_data = &dataset;
+  engine::TrainingSetup setup =
+      testing::setup_of(*model, objective, optimizer, schedule, plan, dataset);
   engine::Trainer trainer(setup, engine::TrainerOptions().total_steps(3));
   RecordingSink sink;
   trainer.add_sink(&sink);

@@ -34,6 +34,21 @@ class RecordingHooks : public engine::WindowHooks {
   std::vector<std::string> events;
 };
 
+/// The trainer's view of the parts every training test builds (the rest stays unset).
+inline engine::TrainingSetup setup_of(torch::nn::Module& model, engine::Objective& objective,
+                                      torch::optim::Optimizer& optimizer,
+                                      const engine::LrSchedule& schedule, const engine::Plan& plan,
+                                      const data::Dataset& train_data) {
+  engine::TrainingSetup setup;
+  setup.model = &model;
+  setup.objective = &objective;
+  setup.optimizer = &optimizer;
+  setup.schedule = &schedule;
+  setup.plan = &plan;
+  setup.train_data = &train_data;
+  return setup;
+}
+
 /// `n` random bytes from a fixed seed.
 inline std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
   torch::manual_seed(seed);

@@ -54,7 +54,7 @@ struct AutoCheck {
 
 struct BenchSetup {
   TrainConfig config;
-  const data::TextCorpus& corpus;
+  const LoadedData& data;
   int64_t baseline_bytes = 0;  ///< tracker usage before any model is built
   int64_t steps = 0;           ///< timed steps per point
 };
@@ -76,7 +76,7 @@ Point measure(const BenchSetup& bench, const std::string& policy, int64_t micro_
   point.policy = policy;
   point.micro_batch = micro_batch;
   torch::manual_seed(config.seed);
-  Workload w = build_workload(config, bench.corpus);
+  Workload w = build_workload(config, bench.data);
   w.val.reset();  // no evaluation: only training steps are measured
   const engine::Plan plan = engine::resolve_plan(
       engine::BatchOptions(config.batch).micro_batch(micro_batch).accum_steps(0));
@@ -121,7 +121,7 @@ AutoCheck check_auto(const BenchSetup& bench, const std::string& policy, int64_t
     TrainConfig config = bench.config;
     config.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
     torch::manual_seed(config.seed);
-    const Workload w = build_workload(config, bench.corpus);
+    const Workload w = build_workload(config, bench.data);
     try {
       check.found = search_micro_batch(config, w, config.batch.global_batch());
     } catch (const InputError& error) {
@@ -176,12 +176,12 @@ void complete_options(BenchMemoryOptions& options, const TrainConfig& config) {
       options.micro_batches.end());
   if (options.checkpointing.empty()) {
     options.checkpointing = {"none"};
-    if (config.model == ModelKind::kGpt)
+    if (config.model != ModelKind::kMlp)
       options.checkpointing.push_back("blocks");
   }
   for (const std::string& policy : options.checkpointing) {
     const nn::CheckpointPolicy parsed = nn::parse_checkpoint_policy(policy, "--checkpointing");
-    BB_CHECK_INPUT(config.model == ModelKind::kGpt || parsed.mode == nn::CheckpointMode::kNone,
+    BB_CHECK_INPUT(config.model != ModelKind::kMlp || parsed.mode == nn::CheckpointMode::kNone,
                    "--checkpointing ", policy,
                    " needs a block model (model.kind = \"gpt\"); the MLP has no blocks to "
                    "checkpoint: use --checkpointing none");
@@ -339,18 +339,18 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   apply_thread_settings(config);
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();
-  const data::TextCorpus corpus = data::TextCorpus::load(config.data);
+  const LoadedData data = load_data(config);
   {
     torch::manual_seed(config.seed);
-    const Workload w = build_workload(config, corpus);
+    const Workload w = build_workload(config, data);
     BB_CHECK_INPUT(w.train->size() >= config.batch.global_batch(), "the training split holds ",
                    w.train->size(),
                    " samples, fewer than batch.global_batch = ", config.batch.global_batch(),
-                   "; use a larger corpus (data.path) or a smaller global batch");
+                   "; use more data or a smaller global batch");
   }
   const std::string out_dir = create_run_dir(options.out_dir, "bench-memory");
   io::write_file_atomically(out_dir + "/config.toml", config.resolved_toml);
-  BenchSetup bench{config, corpus, tracker.current_bytes(), options.steps};
+  BenchSetup bench{config, data, tracker.current_bytes(), options.steps};
   tracker.set_budget(config.memory_budget);
 
   out << "measuring " << options.checkpointing.size() * options.micro_batches.size() << " points, "

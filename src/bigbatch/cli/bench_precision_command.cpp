@@ -37,8 +37,8 @@ int run_bench_precision(const BenchPrecisionOptions& options, std::ostream& out)
   config.precision = nn::Precision::kFp32;  // the objective stays plain; the bench autocasts
   const ThreadSettings threads = apply_thread_settings(config);
   torch::manual_seed(config.seed);
-  const data::TextCorpus corpus = data::TextCorpus::load(config.data);
-  Workload w = build_workload(config, corpus);
+  const LoadedData data = load_data(config);
+  Workload w = build_workload(config, data);
   const int64_t global_batch = config.batch.global_batch();
   BB_CHECK_INPUT(w.train->size() >= global_batch, "the training split holds ", w.train->size(),
                  " samples, fewer than batch.global_batch = ", global_batch);

@@ -28,7 +28,7 @@ struct PlanView {
   const TrainConfig& config;
   const engine::Plan& plan;
   const Workload& w;
-  const data::TextCorpus& corpus;
+  const LoadedData& data;
   int64_t steps = 0;
   int64_t windows_per_epoch = 0;
   std::string micro_batch_search;  ///< how "auto" chose, or empty
@@ -64,15 +64,7 @@ Table plan_table(const PlanView& view) {
   const int64_t windows_per_epoch = view.windows_per_epoch;
   Table table("bigbatch plan");
   table.section("model");
-  if (config.model == ModelKind::kGpt) {
-    table.add("model", "gpt",
-              cat(config.gpt.layers(), " layers, ", config.gpt.heads(), " heads, width ",
-                  config.gpt.embed(), ", context ", config.gpt.context(), " bytes"));
-  } else {
-    table.add("model", "mlp",
-              cat(config.mlp.layers(), " hidden layers of ", config.mlp.hidden(), ", context ",
-                  config.mlp.context(), " bytes"));
-  }
+  table.add("model", to_string(config.model), w.description);
   table.add("parameters", human_count(static_cast<double>(models::parameter_count(*w.module))),
             config.float64 ? "float64" : "float32");
   table.add("precision", nn::to_string(config.precision),
@@ -80,14 +72,20 @@ Table plan_table(const PlanView& view) {
                 ? std::string("no autocast")
                 : cat("forward passes autocast to ", nn::to_string(config.precision),
                       "; weights, gradients and accumulation in float32"));
-  if (config.model == ModelKind::kGpt) {
+  if (config.model != ModelKind::kMlp) {
     table.add("checkpointing", config.checkpointing.to_string(),
               config.checkpointing.mode == nn::CheckpointMode::kNone
                   ? "activations kept for backward"
                   : "recomputed in backward: less memory, more time");
   }
+  if (w.batch_norms > 0) {
+    const std::string notice = engine::batch_norm_notice(w.batch_norms, plan, config.norm_policy);
+    table.add(
+        "norm_policy", engine::to_string(config.norm_policy),
+        notice.empty() ? "one micro-batch per window: BatchNorm sees the whole batch" : notice);
+  }
   table.section("data");
-  table.add("corpus", view.corpus.describe());
+  table.add("source", view.data.description);
   table.add("train", w.train->describe());
   table.add("validation", w.val ? w.val->describe() : "none");
   table.section("batch");
@@ -119,8 +117,9 @@ Table plan_table(const PlanView& view) {
           format_fixed(static_cast<double>(steps) / static_cast<double>(windows_per_epoch), 2),
           " epochs)"));
   const bool onednn = view.threads.backend == MatmulBackend::kOneDnn;
-  table.add("threads", std::to_string(view.threads.openmp),
-            onednn ? "OpenMP; bf16 matmuls run on oneDNN over these" : "OpenMP (intra-op)");
+  table.add(
+      "threads", std::to_string(view.threads.openmp),
+      onednn ? "OpenMP; oneDNN (convolutions, bf16 matmuls) runs over these" : "OpenMP (intra-op)");
   table.add(
       "blas_threads", view.threads.blas > 0 ? std::to_string(view.threads.blas) : std::string("-"),
       onednn ? "OpenBLAS (fp32 matmuls; few in bf16)" : "OpenBLAS; fp32 matmuls run on these");
@@ -167,15 +166,15 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();  // before any tensor exists, so that every byte is counted
   torch::manual_seed(config.seed);
-  const data::TextCorpus corpus = data::TextCorpus::load(config.data);
-  Workload w = build_workload(config, corpus);
+  const LoadedData data = load_data(config);
+  Workload w = build_workload(config, data);
   engine::BatchOptions batch = config.batch;
   if (config.auto_micro_batch)
     batch.micro_batch(batch.global_batch());  // validated, then chosen
   engine::Plan plan = engine::resolve_plan(batch);
   BB_CHECK_INPUT(w.train->size() >= plan.global_batch, "the training split holds ", w.train->size(),
                  " samples, fewer than batch.global_batch = ", plan.global_batch,
-                 "; use a larger corpus (data.path) or a smaller global batch");
+                 "; use more data or a smaller global batch");
   const int64_t windows_per_epoch =
       engine::WindowSampler(w.train->size(), plan.global_batch, config.seed).windows_per_epoch();
   const int64_t steps = config.epochs > 0 ? config.epochs * windows_per_epoch : config.steps;
@@ -191,13 +190,13 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
 
   if (options.plan_only) {
     out << plan_table(
-               {config, plan, w, corpus, steps, windows_per_epoch, micro_batch_search, "", threads})
+               {config, plan, w, data, steps, windows_per_epoch, micro_batch_search, "", threads})
                .render();
     return 0;
   }
   const std::string run_dir = create_run_dir(config.run_dir, to_string(config.model));
   const Table table = plan_table(
-      {config, plan, w, corpus, steps, windows_per_epoch, micro_batch_search, run_dir, threads});
+      {config, plan, w, data, steps, windows_per_epoch, micro_batch_search, run_dir, threads});
   out << table.render() << std::flush;
   io::write_file_atomically(run_dir + "/config.toml", config.resolved_toml);
   io::write_file_atomically(run_dir + "/plan.txt", table.render());

@@ -2,12 +2,23 @@
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/data/image_dataset.h"
 #include "bigbatch/engine/trainer.h"
 
 namespace bigbatch::cli {
 
 std::string to_string(ModelKind kind) {
-  return kind == ModelKind::kGpt ? "gpt" : "mlp";
+  switch (kind) {
+    case ModelKind::kGpt:
+      return "gpt";
+    case ModelKind::kMlp:
+      return "mlp";
+    case ModelKind::kResnet:
+      return "resnet";
+    case ModelKind::kBert:
+      return "bert";
+  }
+  return "?";
 }
 
 bool loss_scaling_enabled(const TrainConfig& config) {
@@ -17,10 +28,68 @@ bool loss_scaling_enabled(const TrainConfig& config) {
 
 namespace {
 
+nn::CheckpointPolicy read_checkpointing(ConfigReader& c, const std::string& section) {
+  const std::string key = section + ".checkpointing";
+  return nn::parse_checkpoint_policy(
+      c.get_string(key, "none",
+                   "recompute activations in backward: \"none\", \"blocks\" or \"every:N\""),
+      key);
+}
+
+/// Runs `validate(options)` with the config source in front of its error.
+template <typename Options>
+void validated(const ConfigReader& c, const Options& options) {
+  try {
+    validate(options);
+  } catch (const InputError& error) {
+    throw InputError(cat(c.source(), ": ", error.what()));
+  }
+}
+
+/// The GPT's, ResNet's and BERT's sections; the chosen model's checkpointing is the one in effect.
+void read_block_models(ConfigReader& c, TrainConfig& t) {
+  const nn::CheckpointPolicy gpt = read_checkpointing(c, "gpt");
+  const nn::CheckpointPolicy resnet = read_checkpointing(c, "resnet");
+  t.resnet.depth(c.get_int("resnet.depth", 8, "layers: 6n+2 (8, 14, 20, 32, 44, 56)"))
+      .width(c.get_int("resnet.width", 16, "channels of the first stage (x2, x4 in the next)"))
+      .norm(nn::parse_norm_kind(
+          c.get_choice("resnet.norm", "batch", {"batch", "group", "layer", "instance"},
+                       "normalisation after every convolution"),
+          "resnet.norm"));
+  const nn::CheckpointPolicy bert = read_checkpointing(c, "bert");
+  t.bert
+      .context(c.get_int("bert.context", 256,
+                         "bytes of a fortune the model reads (longer "
+                         "ones are cut)"))
+      .layers(c.get_int("bert.layers", 2, "encoder blocks"))
+      .heads(c.get_int("bert.heads", 4, "attention heads per block"))
+      .embed(c.get_int("bert.embed", 128, "width of the residual stream"))
+      .dropout(c.get_double("bert.dropout", 0.1, "dropout probability"));
+  t.checkpointing = t.model == ModelKind::kGpt      ? gpt
+                    : t.model == ModelKind::kResnet ? resnet
+                    : t.model == ModelKind::kBert   ? bert
+                                                    : nn::CheckpointPolicy();
+  if (t.model == ModelKind::kResnet)
+    validated(c, t.resnet);
+  if (t.model == ModelKind::kBert)
+    validated(c, t.bert);
+}
+
 void read_models(ConfigReader& c, TrainConfig& t) {
-  t.model = c.get_choice("model.kind", "gpt", {"gpt", "mlp"}, "which built-in model") == "gpt"
-                ? ModelKind::kGpt
-                : ModelKind::kMlp;
+  const std::string kind =
+      c.get_choice("model.kind", "gpt", {"gpt", "mlp", "resnet", "bert"},
+                   "which built-in model: gpt and mlp learn the next byte of data.path, resnet "
+                   "classifies the images of data.train_images, bert the fortune collections of "
+                   "data.path");
+  t.model = kind == "gpt"      ? ModelKind::kGpt
+            : kind == "mlp"    ? ModelKind::kMlp
+            : kind == "resnet" ? ModelKind::kResnet
+                               : ModelKind::kBert;
+  t.norm_policy = engine::parse_norm_policy(
+      c.get_choice("model.norm_policy", "keep", {"keep", "group", "ghost"},
+                   "BatchNorm under accumulation: keep = per micro-batch, group = GroupNorm "
+                   "instead, ghost = running statistics over the whole window"),
+      "model.norm_policy");
   t.float64 = c.get_choice("model.dtype", "float32", {"float32", "float64"},
                            "dtype of parameters, gradients and optimizer state") == "float64";
   t.precision = nn::parse_precision(
@@ -37,10 +106,7 @@ void read_models(ConfigReader& c, TrainConfig& t) {
   } catch (const InputError& error) {
     throw InputError(cat(c.source(), ": ", error.what()));
   }
-  t.checkpointing = nn::parse_checkpoint_policy(
-      c.get_string("gpt.checkpointing", "none",
-                   "recompute activations in backward: \"none\", \"blocks\" or \"every:N\""),
-      "gpt.checkpointing");
+  read_block_models(c, t);
   t.gpt.context(c.get_int("gpt.context", 64, "bytes of context the model sees"))
       .layers(c.get_int("gpt.layers", 4, "transformer blocks"))
       .heads(c.get_int("gpt.heads", 4, "attention heads per block"))
@@ -59,6 +125,23 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
                          "a text file, or a directory of text files (Debian's fortunes)"))
       .val_fraction(c.get_double("data.val_fraction", 0.1, "share of the corpus held out"))
       .split_block(c.get_int("data.split_block", 4096, "bytes per block dealt to train or val"));
+  const data::IdxPaths train = data::fashion_mnist_paths(data::kFashionMnistDirectory, "train");
+  const data::IdxPaths test = data::fashion_mnist_paths(data::kFashionMnistDirectory, "test");
+  t.idx.train_images = c.get_string("data.train_images", train.images,
+                                    "IDX images to train on (resnet; default Fashion-MNIST)");
+  t.idx.train_labels = c.get_string("data.train_labels", train.labels, "IDX labels of those");
+  t.idx.test_images =
+      c.get_string("data.test_images", test.images, "IDX images evaluated on (resnet)");
+  t.idx.test_labels = c.get_string("data.test_labels", test.labels, "IDX labels of those");
+  t.idx.subsample =
+      c.get_int("data.subsample", 0, "training images used, a seeded subset (resnet); 0 = all");
+  BB_CHECK_INPUT(t.idx.subsample >= 0, c.source(), ": data.subsample = ", t.idx.subsample,
+                 " must be >= 0");
+  t.fortunes.directory(t.data.path())
+      .min_per_class(
+          c.get_int("data.min_per_class", 50, "fortunes a collection needs to be a class (bert)"))
+      .max_bytes(t.bert.context())
+      .test_fraction(t.data.val_fraction());
   const int64_t accum_steps =
       c.get_int("batch.accum_steps", 0, "micro-batches per optimizer step; 0 = from micro_batch");
   // micro_batch defaults to 8 unless accum_steps decides it; "auto" fits it to memory.budget.

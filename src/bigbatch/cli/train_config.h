@@ -5,14 +5,18 @@
 #include <string>
 
 #include "bigbatch/cli/config_reader.h"
+#include "bigbatch/data/fortune_collections.h"
 #include "bigbatch/data/text_corpus.h"
 #include "bigbatch/engine/accumulator.h"
 #include "bigbatch/engine/loss_scaler.h"
 #include "bigbatch/engine/lr_schedule.h"
+#include "bigbatch/engine/norm_policy.h"
 #include "bigbatch/engine/optimizer.h"
 #include "bigbatch/engine/plan.h"
+#include "bigbatch/models/bert.h"
 #include "bigbatch/models/gpt.h"
 #include "bigbatch/models/mlp.h"
+#include "bigbatch/models/resnet.h"
 #include "bigbatch/models/sampling.h"
 #include "bigbatch/nn/checkpoint.h"
 #include "bigbatch/nn/precision.h"
@@ -20,7 +24,21 @@
 namespace bigbatch::cli {
 
 /// Which built-in model to train.
-enum class ModelKind { kGpt, kMlp };
+enum class ModelKind {
+  kGpt,     ///< byte-level GPT: next byte of a text corpus
+  kMlp,     ///< n-gram MLP: next byte of a text corpus
+  kResnet,  ///< CIFAR-style ResNet: image classes (Fashion-MNIST or any IDX pair)
+  kBert,    ///< BERT-style encoder: which fortune collection a fortune comes from
+};
+
+/// IDX images and labels, the data of the ResNet.
+struct IdxDataConfig {
+  std::string train_images;
+  std::string train_labels;
+  std::string test_images;
+  std::string test_labels;
+  int64_t subsample = 0;  ///< training images used (a seeded subset); 0 = all
+};
 
 /// Whether the loss is scaled dynamically (`loss_scale.mode`).
 enum class LossScaleMode {
@@ -34,7 +52,12 @@ struct TrainConfig {
   ModelKind model = ModelKind::kGpt;
   models::GptOptions gpt;
   models::MlpOptions mlp;
-  data::TextCorpusOptions data;
+  models::ResNetOptions resnet;
+  models::BertOptions bert;
+  engine::NormPolicy norm_policy = engine::NormPolicy::kKeep;  ///< BatchNorm under accumulation
+  data::TextCorpusOptions data;                                ///< gpt and mlp
+  IdxDataConfig idx;                                           ///< resnet
+  data::FortuneCollectionsOptions fortunes;                    ///< bert
   engine::BatchOptions batch;
   engine::OptimizerOptions optim;
   double max_grad_norm = 1.0;
@@ -53,10 +76,10 @@ struct TrainConfig {
   int64_t blas_threads = 0;  ///< OpenBLAS threads; 0 = automatic (per precision)
   bool float64 = false;
   nn::Precision precision = nn::Precision::kFp32;  ///< compute precision of forward passes
-  nn::CheckpointPolicy checkpointing;              ///< GPT activation checkpointing
-  bool auto_micro_batch = false;                   ///< batch.micro_batch = "auto"
-  int64_t memory_budget = 0;  ///< bytes of tensor memory allowed; 0 = unlimited
-  std::string run_dir;        ///< empty = runs/<model>-<timestamp>
+  nn::CheckpointPolicy checkpointing;  ///< activation checkpointing of the chosen block model
+  bool auto_micro_batch = false;       ///< batch.micro_batch = "auto"
+  int64_t memory_budget = 0;           ///< bytes of tensor memory allowed; 0 = unlimited
+  std::string run_dir;                 ///< empty = runs/<model>-<timestamp>
   std::string prompt;
   models::SampleOptions sample;
   std::string resolved_toml;  ///< the whole configuration in effect, as TOML

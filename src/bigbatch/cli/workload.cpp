@@ -3,10 +3,16 @@
 #include <numeric>
 
 #include "bigbatch/cli/config_reader.h"
+#include "bigbatch/core/check.h"
 #include "bigbatch/core/rng_state.h"
 #include "bigbatch/data/context_dataset.h"
+#include "bigbatch/data/fortune_collections.h"
+#include "bigbatch/data/image_dataset.h"
 #include "bigbatch/data/sequence_dataset.h"
+#include "bigbatch/models/bert.h"
 #include "bigbatch/models/mlp.h"
+#include "bigbatch/models/resnet.h"
+#include "bigbatch/nn/norm.h"
 
 namespace bigbatch::cli {
 
@@ -18,36 +24,124 @@ TrainConfig load_config(const TrainCommandOptions& options) {
   return read_train_config(reader);
 }
 
-Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpus) {
-  Workload w;
-  const auto dtype = config.float64 ? torch::kFloat64 : torch::kFloat32;
+LoadedData load_data(const TrainConfig& config) {
+  LoadedData loaded;
+  if (config.model == ModelKind::kResnet) {
+    // Inputs are normalised with the training images' own per-channel mean and deviation.
+    const data::ImageDataset raw = data::load_idx_classification(
+        config.idx.train_images, config.idx.train_labels,
+        data::ImageDatasetOptions().subsample(config.idx.subsample).subsample_seed(config.seed));
+    const data::PixelStats stats = raw.pixel_stats();
+    const auto options =
+        data::ImageDatasetOptions().mean(stats.mean).std(stats.std).num_classes(raw.num_classes());
+    auto train = std::make_shared<data::ImageDataset>(
+        raw.images(), raw.labels(), data::ImageDatasetOptions(options).name("train"));
+    auto test = std::make_shared<data::ImageDataset>(
+        data::load_idx_classification(config.idx.test_images, config.idx.test_labels,
+                                      data::ImageDatasetOptions(options).name("test")));
+    loaded.classes = train->num_classes();
+    loaded.in_channels = train->images().size(1);
+    loaded.description = cat("IDX files ", config.idx.train_images, ", ", config.idx.test_images);
+    loaded.train = std::move(train);
+    loaded.test = std::move(test);
+  } else if (config.model == ModelKind::kBert) {
+    const data::FortuneCollections fortunes = data::FortuneCollections::load(
+        data::FortuneCollectionsOptions(config.fortunes).seed(config.seed));
+    loaded.classes = static_cast<int64_t>(fortunes.class_names().size());
+    loaded.description = cat(fortunes.describe(), " in ", config.fortunes.directory());
+    loaded.train = fortunes.train_shared();
+    loaded.test = fortunes.test_shared();
+  } else {
+    auto corpus = std::make_shared<data::TextCorpus>(data::TextCorpus::load(config.data));
+    loaded.description = corpus->describe();
+    loaded.corpus = std::move(corpus);
+  }
+  return loaded;
+}
+
+namespace {
+
+/// The GPT or MLP with its next-byte datasets over the corpus.
+void build_language_model(const TrainConfig& config, const data::TextCorpus& corpus, Workload& w) {
   if (config.model == ModelKind::kGpt) {
     w.gpt = models::Gpt(config.gpt);
-    w.gpt->to(dtype);
     w.gpt->set_checkpointing(config.checkpointing);
     w.module = w.gpt.ptr();
     const auto options = data::SequenceDatasetOptions(config.gpt.context());
-    w.train = std::make_unique<data::SequenceDataset>(
+    w.train = std::make_shared<data::SequenceDataset>(
         corpus.train_shared(), data::SequenceDatasetOptions(options).name("train"));
     if (corpus.val().size() >= 2) {  // one input byte and its target
-      w.val = std::make_unique<data::SequenceDataset>(
+      w.val = std::make_shared<data::SequenceDataset>(
           corpus.val_shared(), data::SequenceDatasetOptions(options).name("validation"));
     }
     w.objective = std::make_unique<engine::CrossEntropyObjective>(
         engine::forward_of(w.gpt), engine::LossUnit::kToken, options.ignore_index());
-  } else {
-    models::Mlp mlp(config.mlp);
-    mlp->to(dtype);
-    w.module = mlp.ptr();
-    const auto options = data::ContextDatasetOptions(config.mlp.context());
-    w.train = std::make_unique<data::ContextDataset>(
-        corpus.train_shared(), data::ContextDatasetOptions(options).name("train"));
-    if (corpus.val().size() > static_cast<size_t>(config.mlp.context())) {
-      w.val = std::make_unique<data::ContextDataset>(
-          corpus.val_shared(), data::ContextDatasetOptions(options).name("validation"));
-    }
-    w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(mlp),
+    w.description = cat(config.gpt.layers(), " layers, ", config.gpt.heads(), " heads, width ",
+                        config.gpt.embed(), ", context ", config.gpt.context(), " bytes");
+    return;
+  }
+  models::Mlp mlp(config.mlp);
+  w.module = mlp.ptr();
+  const auto options = data::ContextDatasetOptions(config.mlp.context());
+  w.train = std::make_shared<data::ContextDataset>(
+      corpus.train_shared(), data::ContextDatasetOptions(options).name("train"));
+  if (corpus.val().size() > static_cast<size_t>(config.mlp.context())) {
+    w.val = std::make_shared<data::ContextDataset>(
+        corpus.val_shared(), data::ContextDatasetOptions(options).name("validation"));
+  }
+  w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(mlp),
+                                                                engine::LossUnit::kSample);
+  w.description = cat(config.mlp.layers(), " hidden layers of ", config.mlp.hidden(), ", context ",
+                      config.mlp.context(), " bytes");
+}
+
+/// The ResNet or BERT classifier over the loaded splits.
+void build_classifier(const TrainConfig& config, const LoadedData& data, Workload& w) {
+  if (config.model == ModelKind::kResnet) {
+    models::ResNetOptions options = config.resnet;
+    options.classes(data.classes).in_channels(data.in_channels);
+    const bool to_group =
+        config.norm_policy == engine::NormPolicy::kGroup && options.norm() == nn::NormKind::kBatch;
+    if (to_group)
+      options.norm(nn::NormKind::kGroup);
+    models::ResNet resnet(options);
+    resnet->set_checkpointing(config.checkpointing);
+    w.module = resnet.ptr();
+    w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(resnet),
                                                                   engine::LossUnit::kSample);
+    w.description = cat(options.depth(), " layers, width ", options.width(), ", ",
+                        nn::to_string(options.norm()), " norm",
+                        to_group ? " (BatchNorm replaced, norm_policy = group)" : "", ", ",
+                        options.classes(), " classes");
+  } else {
+    models::BertOptions options = config.bert;
+    options.classes(data.classes);
+    models::Bert bert(options);
+    bert->set_checkpointing(config.checkpointing);
+    w.module = bert.ptr();
+    w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(bert),
+                                                                  engine::LossUnit::kSample);
+    w.description =
+        cat(options.layers(), " layers, ", options.heads(), " heads, width ", options.embed(),
+            ", context ", options.context(), " bytes, ", options.classes(), " classes");
+  }
+  w.train = data.train;
+  w.val = data.test;
+}
+
+}  // namespace
+
+Workload build_workload(const TrainConfig& config, const LoadedData& data) {
+  Workload w;
+  if (data.corpus)
+    build_language_model(config, *data.corpus, w);
+  else
+    build_classifier(config, data, w);
+  w.module->to(config.float64 ? torch::kFloat64 : torch::kFloat32);
+  w.batch_norms = nn::count_batch_norms(*w.module);
+  if (config.norm_policy == engine::NormPolicy::kGhost && w.batch_norms > 0) {
+    nn::set_running_stats_mode(*w.module, nn::RunningStatsMode::kPerWindow);
+    w.window_hooks = std::make_shared<engine::BatchNormWindowHooks>(*w.module);
   }
   if (config.precision != nn::Precision::kFp32) {
     w.objective = std::make_unique<engine::AutocastObjective>(std::move(w.objective),
@@ -57,10 +151,11 @@ Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpu
 }
 
 ThreadSettings apply_thread_settings(const TrainConfig& config) {
+  // Convolutions run on oneDNN over OpenMP threads in any precision; fp32 matmuls on OpenBLAS.
+  const bool onednn =
+      config.precision != nn::Precision::kFp32 || config.model == ModelKind::kResnet;
   return apply_threads(ThreadRequest()
-                           .backend(config.precision == nn::Precision::kFp32
-                                        ? MatmulBackend::kBlas
-                                        : MatmulBackend::kOneDnn)
+                           .backend(onednn ? MatmulBackend::kOneDnn : MatmulBackend::kBlas)
                            .openmp(config.threads)
                            .blas(config.blas_threads));
 }
@@ -75,6 +170,8 @@ engine::TrainingSetup TrainingParts::setup(const Workload& w, const engine::Plan
   setup.train_data = w.train.get();
   setup.val_data = w.val.get();
   setup.loss_scaler = loss_scaler.get();
+  if (w.window_hooks)
+    setup.window_hooks.push_back(w.window_hooks.get());
   return setup;
 }
 
@@ -111,6 +208,10 @@ int64_t optimizer_state_bytes(const TrainConfig& config, const torch::nn::Module
 engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, const Workload& w,
                                                   int64_t global_batch) {
   const RngState rng = RngState::capture(torch::kCPU);
+  // Training-mode trials move BatchNorm running statistics; they are put back afterwards.
+  std::vector<torch::Tensor> buffers_before;
+  for (const torch::Tensor& buffer : w.module->buffers())
+    buffers_before.push_back(buffer.clone());
   const bool was_training = w.module->is_training();
   w.module->train(true);
   auto trial = [&](int64_t micro_batch) {
@@ -133,6 +234,13 @@ engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, con
                  .budget_bytes(config.memory_budget)
                  .reserved_bytes(optimizer_state_bytes(config, *w.module)));
   w.module->train(was_training);
+  {
+    torch::NoGradGuard no_grad;
+    const std::vector<torch::Tensor> buffers = w.module->buffers();
+    for (size_t i = 0; i < buffers.size(); ++i)
+      buffers[i].copy_(buffers_before[i]);
+  }
+  nn::discard_window(*w.module);
   rng.restore();
   return found;
 }

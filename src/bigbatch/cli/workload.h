@@ -23,20 +23,39 @@ namespace bigbatch::cli {
 /// Reads the config file (or the built-in defaults) and applies the overrides, in order.
 TrainConfig load_config(const TrainCommandOptions& options);
 
+/// The data a config names, read once; build_workload cuts the datasets from it.
+struct LoadedData {
+  std::shared_ptr<const data::TextCorpus> corpus;  ///< gpt and mlp
+  std::shared_ptr<const data::Dataset> train;      ///< resnet and bert: the training split
+  std::shared_ptr<const data::Dataset> test;       ///< resnet and bert: the held-out split
+  int64_t classes = 0;                             ///< resnet and bert: classes of the labels
+  int64_t in_channels = 0;                         ///< resnet: image channels
+  std::string description;                         ///< the source, for the plan table
+};
+
+/// Reads the model's data: the text corpus (gpt, mlp), the IDX training and test files
+/// (resnet) or the fortune collections (bert). Throws InputError naming the file and the cause.
+LoadedData load_data(const TrainConfig& config);
+
 /// The model, its datasets and its objective, built from the config.
 struct Workload {
   std::shared_ptr<torch::nn::Module> module;
   models::Gpt gpt{nullptr};  ///< set for the GPT (for sampling and checkpointing)
-  std::unique_ptr<data::Dataset> train;
-  std::unique_ptr<data::Dataset> val;  ///< null when the validation split is too small
+  std::shared_ptr<const data::Dataset> train;
+  std::shared_ptr<const data::Dataset> val;  ///< null when the validation split is too small
   std::unique_ptr<engine::Objective> objective;
+  int64_t batch_norms = 0;  ///< BatchNorm layers in the model (see model.norm_policy)
+  /// Keeps BatchNorm running statistics per window under model.norm_policy = "ghost"; null
+  /// otherwise. Hand it to the trainer (TrainingParts::setup does).
+  std::shared_ptr<engine::WindowHooks> window_hooks;
+  std::string description;  ///< the model in one line, for the plan table
 };
 
 /// Builds the model (initialised from the current torch seed, in the configured dtype, with the
-/// configured checkpointing), the training and validation datasets over `corpus`, and the loss
-/// (under autocast when model.precision is not fp32: every forward pass through the objective,
-/// training, evaluation and the micro-batch search, runs in that precision).
-Workload build_workload(const TrainConfig& config, const data::TextCorpus& corpus);
+/// configured checkpointing and norm policy), the training and validation datasets from `data`,
+/// and the loss (under autocast when model.precision is not fp32: every forward pass through the
+/// objective, training, evaluation and the micro-batch search, runs in that precision).
+Workload build_workload(const TrainConfig& config, const LoadedData& data);
 
 /// Applies train.threads and train.blas_threads, automatic ones chosen for model.precision's
 /// matmul backend, and returns the settings in effect.

@@ -82,7 +82,9 @@ Point measure(const BenchSetup& bench, const std::string& policy, int64_t micro_
       engine::BatchOptions(config.batch).micro_batch(micro_batch).accum_steps(0));
   point.accum_steps = plan.accum_steps;
   TrainingParts parts = make_training_parts(config, w, plan, timed_steps + 1);
-  parts.options.eval_every(0).retry_on_oom(false);
+  // Synchronous gathering: batches prefetched for the next window would land in this window's
+  // peak at a moment that depends on thread timing.
+  parts.options.eval_every(0).retry_on_oom(false).prefetch_depth(0);
   engine::Trainer trainer(parts.setup(w, plan), parts.options);
   RecordingSink records;
   trainer.add_sink(&records);

@@ -2,12 +2,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/rng_state.h"
+#include "bigbatch/data/prefetcher.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/memory/tracker.h"
 
@@ -38,6 +41,59 @@ class ModeGuard {
 
 }  // namespace
 
+/// The windows of a run, drawn from a WindowSampler in its order, and their micro-batches,
+/// requested from a data::Prefetcher at the plan's split in the same order. Windows after the
+/// current one are drawn early (the sampler is deterministic, so its order is the same as drawing
+/// each when due) and requested while fewer than the prefetcher's depth of batches are pending,
+/// so that gathering them overlaps the current window's compute.
+class Trainer::Feed {
+ public:
+  Feed(const data::Dataset& data, const Plan& plan, uint64_t seed, int64_t depth)
+      : sampler_(data.size(), plan.global_batch, seed), prefetcher_(data, depth) {}
+
+  /// The next window of the sampler; its micro-batches are requested (at `plan`'s split).
+  Window take(const Plan& plan) {
+    if (ahead_.empty())
+      draw(plan);
+    Window window = std::move(ahead_.front());
+    ahead_.pop_front();
+    return window;
+  }
+  /// The oldest requested micro-batch; rethrows the error gathering it raised.
+  data::Batch next() { return prefetcher_.next(); }
+  /// Draws and requests windows while at most `windows` are ahead and fewer batches than the
+  /// depth are pending. Call once the current window's batches are all taken.
+  void look_ahead(const Plan& plan, int64_t windows) {
+    while (static_cast<int64_t>(ahead_.size()) < windows &&
+           prefetcher_.pending() < prefetcher_.depth())
+      draw(plan);
+  }
+  /// Drops every pending batch, then requests `current` and the windows ahead at `plan`'s split.
+  void restart(const Window& current, const Plan& plan) {
+    prefetcher_.clear();
+    request(current, plan);
+    for (const Window& window : ahead_)
+      request(window, plan);
+  }
+
+ private:
+  void draw(const Plan& plan) {
+    ahead_.push_back(sampler_.next());
+    request(ahead_.back(), plan);
+  }
+  void request(const Window& window, const Plan& plan) {
+    auto begin = window.indices.begin();
+    for (const int64_t size : plan.split_window(static_cast<int64_t>(window.indices.size()))) {
+      prefetcher_.request(std::vector<int64_t>(begin, begin + size));
+      begin += size;
+    }
+  }
+
+  WindowSampler sampler_;
+  data::Prefetcher prefetcher_;
+  std::deque<Window> ahead_;  ///< drawn and requested, not yet taken
+};
+
 Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
     : setup_(setup), options_(options) {
   BB_CHECK(setup.model && setup.objective && setup.optimizer && setup.schedule && setup.plan &&
@@ -53,6 +109,8 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
   BB_CHECK_INPUT(options.max_consecutive_skips() >= 0,
                  "train.max_consecutive_skips = ", options.max_consecutive_skips(),
                  " must be >= 0");
+  BB_CHECK_INPUT(options.prefetch_depth() >= 0, "train.prefetch_depth = ", options.prefetch_depth(),
+                 " must be >= 0");
 }
 
 TrainSummary Trainer::fit() {
@@ -63,7 +121,7 @@ TrainSummary Trainer::fit() {
                                       .max_grad_norm(options_.max_grad_norm())
                                       .on_nonfinite(options_.on_nonfinite()));
   accumulator.set_loss_scaler(setup_.loss_scaler);
-  WindowSampler sampler(setup_.train_data->size(), plan_.global_batch, options_.seed());
+  Feed feed(*setup_.train_data, plan_, options_.seed(), options_.prefetch_depth());
 
   TrainSummary summary;
   summary.first_val_loss = summary.last_val_loss = std::numeric_limits<double>::quiet_NaN();
@@ -81,8 +139,8 @@ TrainSummary Trainer::fit() {
     const auto window_start = Clock::now();
     memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
     tracker.reset_peak();
-    const Window window = sampler.next();                         // 1. take a window
-    const WindowResult result = run_window(accumulator, window);  // 2. + 3.
+    const Window window = feed.take(plan_);                             // 1. take a window
+    const WindowResult result = run_window(accumulator, feed, window);  // 2. + 3.
     // 4. Observe.
     const double step_seconds = seconds_since(window_start);
     summary.train_seconds += step_seconds;
@@ -123,63 +181,81 @@ TrainSummary Trainer::fit() {
   return summary;
 }
 
-Trainer::PreparedWindow Trainer::prepare(const Window& window) const {
+Trainer::PreparedWindow Trainer::prepare(Feed& feed, const Window& window,
+                                         int64_t windows_ahead) const {
   PreparedWindow prepared;
-  int64_t offset = 0;
-  for (const int64_t size : plan_.split_window(static_cast<int64_t>(window.indices.size()))) {
-    const std::vector<int64_t> part(window.indices.begin() + offset,
-                                    window.indices.begin() + offset + size);
-    offset += size;
-    prepared.batches.push_back(setup_.train_data->get(part));
+  const size_t micro_batches =
+      plan_.split_window(static_cast<int64_t>(window.indices.size())).size();
+  for (size_t i = 0; i < micro_batches; ++i) {
+    prepared.batches.push_back(feed.next());
     prepared.counts.push_back(setup_.objective->count(prepared.batches.back()));
     prepared.total += prepared.counts.back();
   }
+  feed.look_ahead(plan_, windows_ahead);
   return prepared;
 }
 
-WindowResult Trainer::run_window(GradientAccumulator& accumulator, const Window& window) {
+WindowResult Trainer::run_window(GradientAccumulator& accumulator, Feed& feed,
+                                 const Window& window) {
   // A retried window draws the same random numbers (dropout) as its first attempt did.
   const RngState rng_at_start = RngState::capture(torch::kCPU);
   while (true) {
-    const PreparedWindow prepared = prepare(window);
-    bool at_boundary = false;
-    for (WindowHooks* hooks : setup_.window_hooks)
-      hooks->on_window_begin();
     try {
-      // 2. Forward and backward each micro-batch, normalised by the whole window.
-      accumulator.begin_window(prepared.total);
-      for (size_t i = 0; i < prepared.batches.size(); ++i) {
-        accumulator.backward(setup_.objective->loss_sum(prepared.batches[i]), prepared.counts[i]);
-      }
-      // 3. Boundary: clip, schedule, step, zero.
-      at_boundary = true;
-      const WindowResult result = accumulator.step();
-      for (WindowHooks* hooks : setup_.window_hooks)
-        hooks->on_window_end(!result.skipped);
-      return result;
-    } catch (const c10::OutOfMemoryError& error) {
-      if (at_boundary) {
-        // The optimizer may have updated some parameters already, and its memory does not
-        // depend on the micro-batch: nothing to retry.
-        throw std::runtime_error(cat(
-            "out of memory at the window boundary of step ", accumulator.steps_taken() + 1,
-            " (gradient check, clipping or the optimizer step, which a smaller micro-batch does "
-            "not shrink); raise memory.budget. ",
-            error.what_without_backtrace()));
-      }
-      // The window starts over from its first micro-batch with half the micro-batch: no sample
-      // is skipped or counted twice, and the window gradient is the same sum as before.
+      accumulate_window(accumulator, feed, window);
+    } catch (const c10::OutOfMemoryError&) {
+      // From forward, backward or gathering a batch (on the prefetch worker or not): the window
+      // starts over from its first micro-batch with half the micro-batch. No sample is skipped
+      // or counted twice, and the window gradient is the same sum as before.
       accumulator.abort_window();
       if (!options_.retry_on_oom() || plan_.micro_batch == 1)
         throw;
-      const int64_t smaller = plan_.micro_batch / 2;
-      notify(cat("out of memory at micro-batch ", plan_.micro_batch, " in step ",
-                 accumulator.steps_taken() + 1, "; restarting the window at micro-batch ", smaller,
-                 " (global batch unchanged)"));
-      plan_.micro_batch = smaller;
-      plan_.accum_steps = (plan_.global_batch + smaller - 1) / smaller;
+      restart_window(accumulator, feed, window);
       rng_at_start.restore();
+      continue;
     }
+    return finish_window(accumulator);
+  }
+}
+
+void Trainer::accumulate_window(GradientAccumulator& accumulator, Feed& feed,
+                                const Window& window) {
+  // The windows after this one that will be trained if no window is skipped.
+  const int64_t windows_ahead = options_.total_steps() - accumulator.steps_taken() - 1;
+  const PreparedWindow prepared = prepare(feed, window, windows_ahead);
+  for (WindowHooks* hooks : setup_.window_hooks)
+    hooks->on_window_begin();
+  // 2. Forward and backward each micro-batch, normalised by the whole window.
+  accumulator.begin_window(prepared.total);
+  for (size_t i = 0; i < prepared.batches.size(); ++i)
+    accumulator.backward(setup_.objective->loss_sum(prepared.batches[i]), prepared.counts[i]);
+}
+
+void Trainer::restart_window(const GradientAccumulator& accumulator, Feed& feed,
+                             const Window& window) {
+  const int64_t smaller = plan_.micro_batch / 2;
+  notify(cat("out of memory at micro-batch ", plan_.micro_batch, " in step ",
+             accumulator.steps_taken() + 1, "; restarting the window at micro-batch ", smaller,
+             " (global batch unchanged)"));
+  plan_.micro_batch = smaller;
+  plan_.accum_steps = (plan_.global_batch + smaller - 1) / smaller;
+  feed.restart(window, plan_);
+}
+
+WindowResult Trainer::finish_window(GradientAccumulator& accumulator) {
+  try {
+    // 3. Boundary: clip, schedule, step, zero.
+    const WindowResult result = accumulator.step();
+    for (WindowHooks* hooks : setup_.window_hooks)
+      hooks->on_window_end(!result.skipped);
+    return result;
+  } catch (const c10::OutOfMemoryError& error) {
+    // The optimizer may have updated some parameters already, and its memory does not depend on
+    // the micro-batch: nothing to retry.
+    throw std::runtime_error(
+        cat("out of memory at the window boundary of step ", accumulator.steps_taken() + 1,
+            " (gradient check, clipping or the optimizer step, which a smaller micro-batch does "
+            "not shrink); raise memory.budget. ",
+            error.what_without_backtrace()));
   }
 }
 

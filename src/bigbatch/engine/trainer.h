@@ -39,6 +39,19 @@ struct TrainerOptions {
   /// More than this many skipped windows in a row stop the run with a NonFiniteError. 25 lets a
   /// loss scaler back off by 2^25 (from 2^24 down to below 1) before the run gives up.
   TORCH_ARG(int64_t, max_consecutive_skips) = 25;
+  /// Training micro-batches gathered ahead on a background thread (data::Prefetcher), so that
+  /// loading overlaps compute; 0 gathers them synchronously at the start of each window. A
+  /// window's batches must all be gathered and counted before its first backward (each is
+  /// normalised by the whole window's count), so the windows after the current one are drawn
+  /// from the sampler early and requested while fewer than this many batches are pending; with
+  /// at least accum_steps, the next window is ready when the current one ends. Training results
+  /// do not depend on it: the data order, losses and weights are bitwise those of depth 0.
+  /// Memory: at most this many batches beyond the current window's exist at a time; they count
+  /// against memory.budget (the tracker is process-wide, and a window's peak_bytes includes
+  /// them). An out-of-memory error while gathering, on the worker or not, restarts the window at
+  /// half the micro-batch like one in forward, and a restart drops and re-gathers everything
+  /// pending at the new split. Default 8: one window of the default plan (64 as 8 x 8).
+  TORCH_ARG(int64_t, prefetch_depth) = 8;
 };
 
 /// State that lives beside the window gradient and must follow the window's life, such as
@@ -87,7 +100,9 @@ struct TrainSummary {
 };
 
 /// Runs the loop in numbered phases per window:
-///   1 take a window of sample indices and split it into micro-batches (plan.split_window)
+///   1 take a window of sample indices, split it into micro-batches (plan.split_window) and
+///     gather them; with prefetch_depth > 0 they were gathered on a background thread while the
+///     windows before computed
 ///   2 count the window, then forward + backward each micro-batch (GradientAccumulator); out of
 ///     memory restarts the window at half the micro-batch
 ///   3 boundary: unscale + check for inf/NaN, clip, lr schedule, optimizer step, zero gradients;
@@ -105,14 +120,25 @@ class Trainer {
   metrics::EvalRecord evaluate();
 
  private:
+  /// The run's windows in sampler order and their micro-batches, gathered on a data::Prefetcher.
+  class Feed;
   /// A window's micro-batches, gathered and counted before the first forward pass.
   struct PreparedWindow {
     std::vector<data::Batch> batches;
     std::vector<Counts> counts;
     Counts total;
   };
-  PreparedWindow prepare(const Window& window) const;
-  WindowResult run_window(GradientAccumulator& accumulator, const Window& window);
+  /// Takes the window's micro-batches from the feed and counts them, then lets the feed request
+  /// up to `windows_ahead` windows after it.
+  PreparedWindow prepare(Feed& feed, const Window& window, int64_t windows_ahead) const;
+  /// Phases 2 and 3 of a window, restarting it at half the micro-batch on out of memory.
+  WindowResult run_window(GradientAccumulator& accumulator, Feed& feed, const Window& window);
+  /// Phase 2: hooks told, then forward + backward of every micro-batch of the window.
+  void accumulate_window(GradientAccumulator& accumulator, Feed& feed, const Window& window);
+  /// Halves the micro-batch after out of memory in phase 2 and re-requests the pending windows.
+  void restart_window(const GradientAccumulator& accumulator, Feed& feed, const Window& window);
+  /// Phase 3: the boundary, then the hooks; out of memory here is an error, not a restart.
+  WindowResult finish_window(GradientAccumulator& accumulator);
   metrics::WindowRecord make_record(const WindowResult& result, int64_t epoch, double step_seconds,
                                     double elapsed_seconds) const;
   void report_eval(metrics::EvalRecord record);

@@ -254,6 +254,12 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
                              "OpenBLAS threads; 0 = automatic (fp32: all cores, bf16: 1)");
   BB_CHECK_INPUT(t.blas_threads >= 0, c.source(), ": train.blas_threads = ", t.blas_threads,
                  " must be >= 0");
+  t.prefetch_depth =
+      c.get_int("train.prefetch_depth", engine::TrainerOptions().prefetch_depth(),
+                "micro-batches of the next windows gathered on a background thread while this "
+                "one computes (extra memory); 0 = gather in the training thread");
+  BB_CHECK_INPUT(t.prefetch_depth >= 0, c.source(), ": train.prefetch_depth = ", t.prefetch_depth,
+                 " must be >= 0");
   t.run_dir = c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
   t.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
   t.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))

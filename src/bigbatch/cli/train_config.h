@@ -72,8 +72,9 @@ struct TrainConfig {
   int64_t eval_samples = 0;
   int64_t log_every = 10;
   uint64_t seed = 1;
-  int64_t threads = 0;       ///< OpenMP intra-op threads; 0 = automatic (per precision)
-  int64_t blas_threads = 0;  ///< OpenBLAS threads; 0 = automatic (per precision)
+  int64_t threads = 0;         ///< OpenMP intra-op threads; 0 = automatic (per precision)
+  int64_t blas_threads = 0;    ///< OpenBLAS threads; 0 = automatic (per precision)
+  int64_t prefetch_depth = 8;  ///< micro-batches gathered ahead on a background thread; 0 = off
   bool float64 = false;
   nn::Precision precision = nn::Precision::kFp32;  ///< compute precision of forward passes
   nn::CheckpointPolicy checkpointing;  ///< activation checkpointing of the chosen block model

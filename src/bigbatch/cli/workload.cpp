@@ -191,7 +191,8 @@ TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
                       .seed(config.seed)
                       .max_grad_norm(config.max_grad_norm)
                       .on_nonfinite(config.on_nonfinite)
-                      .max_consecutive_skips(config.max_consecutive_skips);
+                      .max_consecutive_skips(config.max_consecutive_skips)
+                      .prefetch_depth(config.prefetch_depth);
   return parts;
 }
 

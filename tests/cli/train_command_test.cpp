@@ -258,7 +258,8 @@ TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
   EXPECT_NE(r.output.find("precision      bf16           forward passes autocast to bf16"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("threads        2              OpenMP; oneDNN (convolutions, bf16 matmuls) runs"),
+  EXPECT_NE(r.output.find(
+                "threads        2              OpenMP; oneDNN (convolutions, bf16 matmuls) runs"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("blas_threads   1              OpenBLAS"), std::string::npos) << r.output;

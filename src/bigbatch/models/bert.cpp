@@ -6,21 +6,13 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/models/transformer_parts.h"
 
 namespace bigbatch::models {
 namespace {
 
 /// Standard deviation of every Linear and Embedding weight and of [CLS] (BERT).
 constexpr double kInitStd = 0.02;
-
-torch::nn::LayerNorm layer_norm(int64_t width) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
-}
-
-/// Dropout that is a no-op (and draws no random numbers) when p == 0.
-torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
-  return p > 0.0 ? torch::dropout(x, p, training) : x;
-}
 
 }  // namespace
 
@@ -55,25 +47,9 @@ torch::Tensor EncoderSelfAttentionImpl::forward(const torch::Tensor& x,
                                                 const torch::Tensor& key_padding) {
   const int64_t batch = x.size(0);
   const int64_t time = x.size(1);
-  const int64_t embed = x.size(2);
-  const int64_t head_dim = embed / heads_;
-  const auto split_heads = [&](const torch::Tensor& t) {  // (B, S, C) -> (B, heads, S, head_dim)
-    return t.view({batch, time, heads_, head_dim}).transpose(1, 2);
-  };
-  const auto parts = qkv->forward(x).chunk(3, /*dim=*/-1);  // 3 x (B, S, C)
-  const torch::Tensor q = split_heads(parts[0]);            // (B, heads, S, head_dim)
-  const torch::Tensor k = split_heads(parts[1]);            // (B, heads, S, head_dim)
-  const torch::Tensor v = split_heads(parts[2]);            // (B, heads, S, head_dim)
-
-  torch::Tensor scores =
-      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));  // (B, h, S, S)
-  scores = scores.masked_fill(key_padding.view({batch, 1, 1, time}),
-                              -std::numeric_limits<double>::infinity());
-  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);  // (B, heads, S, S)
-  probs = maybe_dropout(probs, dropout_, is_training());
-
-  torch::Tensor y = torch::matmul(probs, v);                        // (B, heads, S, head_dim)
-  y = y.transpose(1, 2).contiguous().view({batch, time, embed});    // (B, S, C)
+  const torch::Tensor y =
+      multi_head_attention(qkv->forward(x), heads_, key_padding.view({batch, 1, 1, time}), dropout_,
+                           is_training());                          // (B, S, C)
   return maybe_dropout(proj->forward(y), dropout_, is_training());  // (B, S, C)
 }
 

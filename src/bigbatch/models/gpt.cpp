@@ -6,21 +6,13 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/models/transformer_parts.h"
 
 namespace bigbatch::models {
 namespace {
 
 /// Standard deviation of every Linear and Embedding weight (GPT-2).
 constexpr double kInitStd = 0.02;
-
-torch::nn::LayerNorm layer_norm(int64_t width) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
-}
-
-/// Dropout that is a no-op (and draws no random numbers) when p == 0.
-torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
-  return p > 0.0 ? torch::dropout(x, p, training) : x;
-}
 
 }  // namespace
 
@@ -47,33 +39,16 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options)
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
-  const int64_t batch = x.size(0);
   const int64_t time = x.size(1);
-  const int64_t embed = x.size(2);
-  const int64_t head_dim = embed / heads_;
-  const auto split_heads = [&](const torch::Tensor& t) {  // (B, T, C) -> (B, heads, T, head_dim)
-    return t.view({batch, time, heads_, head_dim}).transpose(1, 2);
-  };
-  const auto parts = qkv->forward(x).chunk(3, /*dim=*/-1);  // 3 x (B, T, C)
-  const torch::Tensor q = split_heads(parts[0]);            // (B, heads, T, head_dim)
-  const torch::Tensor k = split_heads(parts[1]);            // (B, heads, T, head_dim)
-  const torch::Tensor v = split_heads(parts[2]);            // (B, heads, T, head_dim)
-
   // True above the diagonal: position t must not see positions > t. Built per call on the
   // input's device rather than kept as a buffer, because Module::to(dtype) would turn a bool
   // buffer into a floating one.
   const torch::Tensor future =
       torch::ones({time, time}, torch::TensorOptions().dtype(torch::kBool).device(x.device()))
           .triu(/*diagonal=*/1);  // (T, T)
-  torch::Tensor scores =
-      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));  // (B, h, T, T)
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);  // (B, heads, T, T)
-  probs = maybe_dropout(probs, dropout_, is_training());
-
-  torch::Tensor y = torch::matmul(probs, v);                        // (B, heads, T, head_dim)
-  y = y.transpose(1, 2).contiguous().view({batch, time, embed});    // (B, T, C)
-  return maybe_dropout(proj->forward(y), dropout_, is_training());  // (B, T, C)
+  const torch::Tensor y =
+      multi_head_attention(qkv->forward(x), heads_, future, dropout_, is_training());  // (B, T, C)
+  return maybe_dropout(proj->forward(y), dropout_, is_training());                     // (B, T, C)
 }
 
 GptMlpImpl::GptMlpImpl(const GptOptions& options) : dropout_(options.dropout()) {

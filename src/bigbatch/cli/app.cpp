@@ -39,6 +39,17 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   train->add_option("--steps", steps, "shortcut for --set train.steps=N");
   train->add_option("--run-dir", run_dir, "shortcut for --set train.run_dir=DIR");
   train->add_flag("--plan", train_options.plan_only, "print the plan and exit without training");
+  train
+      ->add_option("--resume", train_options.resume_dir,
+                   "continue the run in RUN_DIR from its newest usable checkpoint, with its "
+                   "config.toml (change keys with --set)")
+      ->type_name("RUN_DIR");
+  train->add_flag("--auto-resume", train_options.auto_resume,
+                  "continue the run in --run-dir when it holds checkpoints, else start it (one "
+                  "command line that starts and resumes a job)");
+  train->add_flag("--allow-changes", train_options.allow_changes,
+                  "on resume, accept config changes that alter the later steps (micro_batch, "
+                  "steps, epochs, memory.budget, on_nonfinite)");
 
   TrainCommandOptions config_options;
   CLI::App* config = app.add_subcommand(

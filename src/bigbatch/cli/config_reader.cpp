@@ -321,6 +321,13 @@ std::string ConfigReader::resolved_toml() const {
   return out.str();
 }
 
+std::vector<std::pair<std::string, std::string>> ConfigReader::resolved_values() const {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const Entry& entry : state_->entries)
+    values.emplace_back(entry.key, entry.value_toml);
+  return values;
+}
+
 const std::string& ConfigReader::source() const {
   return state_->source;
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bigbatch::cli {
@@ -59,6 +60,9 @@ class ConfigReader {
   void check_all_used() const;
   /// Every key read, with the value in effect, as commented TOML grouped by section.
   std::string resolved_toml() const;
+  /// Every key read and its value in effect as TOML text ("batch.global_batch" -> "64"), in the
+  /// order read.
+  std::vector<std::pair<std::string, std::string>> resolved_values() const;
   /// Where the document came from (a path, "defaults", ...).
   const std::string& source() const;
 

@@ -1,16 +1,23 @@
 #include "bigbatch/cli/train_command.h"
 
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bigbatch/cli/resume.h"
 #include "bigbatch/cli/run_dir.h"
 #include "bigbatch/cli/train_config.h"
 #include "bigbatch/cli/workload.h"
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/table.h"
+#include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/io/atomic_file.h"
@@ -22,6 +29,8 @@
 namespace bigbatch::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 /// What the plan table shows.
 struct PlanView {
@@ -157,11 +166,176 @@ void write_summary(const std::string& run_dir, const engine::TrainSummary& s,
       summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
+/// Set from SIGINT or SIGTERM: the trainer stops at the next window boundary after a checkpoint.
+std::atomic<bool> stop_requested{false};
+std::atomic<int> stop_signal{0};
+
+void request_stop(int signal_number) {
+  stop_signal.store(signal_number);
+  stop_requested.store(true);
+}
+
+/// Routes SIGINT and SIGTERM to request_stop while it lives. SA_RESETHAND restores the default
+/// action after the first, so a second signal stops the process at once.
+class StopSignals {
+ public:
+  StopSignals() {
+    stop_requested.store(false);
+    struct sigaction action {};
+    action.sa_handler = request_stop;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+};
+
+/// The config a run trains with and, when it continues an earlier run, where that run is.
+struct RunStart {
+  TrainConfig config;
+  std::string resume_dir;            ///< non-empty: continue the run in this directory
+  std::vector<std::string> notices;  ///< config changes accepted for the resumption
+  bool micro_batch_changed = false;  ///< batch.micro_batch differs from the saved run's
+};
+
+bool has_checkpoints(const std::string& run_dir) {
+  std::error_code error;
+  const std::string directory = run_dir + "/checkpoints";
+  return fs::is_directory(directory, error) && !engine::list_checkpoints(directory).empty();
+}
+
+std::string value_of(const std::vector<std::pair<std::string, std::string>>& values,
+                     const std::string& key) {
+  for (const auto& [name, value] : values) {
+    if (name == key)
+      return value;
+  }
+  return "";
+}
+
+/// A run directory that `bigbatch train` created and that died before its first checkpoint holds
+/// nothing worth keeping; --auto-resume starts it again. Returns whether it was cleared.
+bool clear_unstarted_run(const std::string& run_dir, std::ostream& out) {
+  std::error_code error;
+  const fs::path dir = run_dir;
+  if (!fs::exists(dir / "config.toml", error) || fs::exists(dir / "summary.json", error))
+    return false;
+  const std::vector<std::string> ours = {"config.toml", "plan.txt", "metrics.jsonl", "checkpoints"};
+  for (const auto& item : fs::directory_iterator(dir, error)) {
+    const std::string name = item.path().filename().string();
+    if (std::find(ours.begin(), ours.end(), name) == ours.end())
+      return false;  // someone else's file: leave the directory to create_run_dir's refusal
+  }
+  for (const std::string& name : ours)
+    fs::remove_all(dir / name, error);
+  out << "auto-resume: " << run_dir
+      << " holds a run that stopped before its first checkpoint; starting it again\n";
+  return true;
+}
+
+RunStart decide_start(const TrainCommandOptions& options, std::ostream& out) {
+  RunStart start;
+  if (!options.resume_dir.empty()) {
+    BB_CHECK_INPUT(options.config_path.empty(), "--resume continues with the run's own config (",
+                   options.resume_dir, "/config.toml); change keys with --set, not --config");
+    BB_CHECK_INPUT(!options.auto_resume, "--resume and --auto-resume exclude each other");
+    start.resume_dir = options.resume_dir;
+  } else {
+    start.config = load_config(options);
+    if (options.auto_resume) {
+      BB_CHECK_INPUT(!start.config.run_dir.empty(),
+                     "--auto-resume needs a fixed run directory: pass --run-dir DIR or set "
+                     "train.run_dir");
+      if (has_checkpoints(start.config.run_dir))
+        start.resume_dir = start.config.run_dir;
+      else
+        clear_unstarted_run(start.config.run_dir, out);
+    }
+  }
+  if (start.resume_dir.empty())
+    return start;
+  TrainCommandOptions saved_options;
+  saved_options.config_path = start.resume_dir + "/config.toml";
+  std::error_code error;
+  BB_CHECK_INPUT(fs::exists(saved_options.config_path, error), start.resume_dir,
+                 " is not a bigbatch run directory: it has no config.toml");
+  const TrainConfig saved = load_config(saved_options);
+  if (!options.resume_dir.empty()) {
+    TrainCommandOptions resumed = saved_options;
+    resumed.overrides = options.overrides;
+    start.config = load_config(resumed);
+  }
+  start.notices = check_resume_changes(saved.resolved_values, start.config.resolved_values,
+                                       options.allow_changes);
+  start.micro_batch_changed = value_of(saved.resolved_values, "batch.micro_batch") !=
+                              value_of(start.config.resolved_values, "batch.micro_batch");
+  start.config.run_dir = start.resume_dir;
+  return start;
+}
+
+/// Restores the newest usable checkpoint of the run being resumed into `parts` and sets `plan`'s
+/// micro-batch to the one in use there (it may have shrunk after running out of memory), unless
+/// the resumption changes batch.micro_batch. Empty when the run finished already.
+std::optional<engine::LoadedCheckpoint> resume_state(const RunStart& start,
+                                                     const engine::CheckpointParts& parts,
+                                                     int64_t steps, engine::Plan& plan,
+                                                     std::ostream& out) {
+  for (const std::string& notice : start.notices)
+    out << "resume: " << notice << "\n";
+  engine::LoadedCheckpoint loaded =
+      engine::load_newest_checkpoint(start.resume_dir + "/checkpoints", parts);
+  for (const std::string& skipped : loaded.skipped)
+    out << "resume: passed over " << skipped << "\n";
+  const engine::LoopState& state = loaded.state;
+  out << "resume: from " << loaded.path << " (optimizer step " << state.summary.steps << ", epoch "
+      << state.data.epoch << ", sample " << state.data.cursor << ")\n";
+  BB_CHECK_INPUT(state.summary.steps <= steps, loaded.path, " is at optimizer step ",
+                 state.summary.steps, ", beyond the ", steps, " steps of the resumed run");
+  std::error_code error;
+  if (state.summary.steps == steps && fs::exists(start.resume_dir + "/summary.json", error)) {
+    out << start.resume_dir << " finished all " << steps << " steps already; nothing to do\n";
+    return std::nullopt;
+  }
+  if (start.micro_batch_changed) {
+    loaded.state.micro_batch = plan.micro_batch;
+  } else {
+    plan.micro_batch = state.micro_batch;
+    plan.accum_steps = (plan.global_batch + plan.micro_batch - 1) / plan.micro_batch;
+  }
+  return loaded;
+}
+
+/// Makes the run directory fit the checkpoint being resumed: the metrics file loses the lines
+/// written after it (those windows are trained again), and summary.json goes (the run is not
+/// finished any more).
+void rewind_run_dir(const std::string& run_dir, const engine::LoadedCheckpoint& loaded,
+                    std::ostream& out) {
+  const nlohmann::json run = nlohmann::json::parse(loaded.run_json);
+  const std::string metrics = run_dir + "/metrics.jsonl";
+  if (run.contains("metrics_bytes") &&
+      !truncate_metrics(metrics, run.at("metrics_bytes").get<int64_t>()))
+    out << "resume: " << metrics << " is shorter than when the checkpoint was written; "
+        << "appending to it as it is\n";
+  std::error_code error;
+  fs::remove(run_dir + "/summary.json", error);
+}
 }  // namespace
 
 int run_train(const TrainCommandOptions& options, std::ostream& out) {
   // Everything the user supplied is checked before anything is written.
-  const TrainConfig config = load_config(options);
+  const RunStart start = decide_start(options, out);
+  const TrainConfig& config = start.config;
+  const bool resuming = !start.resume_dir.empty();
   const ThreadSettings threads = apply_thread_settings(config);
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();  // before any tensor exists, so that every byte is counted
@@ -180,13 +354,21 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   const int64_t steps = config.epochs > 0 ? config.epochs * windows_per_epoch : config.steps;
   tracker.set_budget(config.memory_budget);
   std::string micro_batch_search;
-  if (config.auto_micro_batch) {
+  if (config.auto_micro_batch && !resuming) {
     const engine::MicroBatchSearchResult found = search_micro_batch(config, w, plan.global_batch);
     plan = even_plan(batch, found.micro_batch);
     micro_batch_search = found.describe();
   }
   const TrainingParts parts = make_training_parts(config, w, plan, steps);
-  engine::Trainer trainer(parts.setup(w, plan), parts.options);
+  const engine::CheckpointParts checkpoint_parts{w.module.get(), parts.optimizer.get(),
+                                                 parts.loss_scaler.get(), &plan};
+  std::optional<engine::LoadedCheckpoint> resumed;
+  if (resuming) {
+    resumed = resume_state(start, checkpoint_parts, steps, plan, out);
+    if (!resumed)
+      return 0;  // finished already
+  }
+  engine::validate(parts.options);
 
   if (options.plan_only) {
     out << plan_table(
@@ -194,22 +376,48 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
                .render();
     return 0;
   }
-  const std::string run_dir = create_run_dir(config.run_dir, to_string(config.model));
+  const std::string run_dir =
+      resuming ? start.resume_dir : create_run_dir(config.run_dir, to_string(config.model));
   const Table table = plan_table(
       {config, plan, w, data, steps, windows_per_epoch, micro_batch_search, run_dir, threads});
   out << table.render() << std::flush;
+  if (resumed)
+    rewind_run_dir(run_dir, *resumed, out);
   io::write_file_atomically(run_dir + "/config.toml", config.resolved_toml);
   io::write_file_atomically(run_dir + "/plan.txt", table.render());
 
-  metrics::JsonlSink metrics_file(run_dir + "/metrics.jsonl");
+  metrics::JsonlSink metrics_file(run_dir + "/metrics.jsonl", /*append=*/resuming);
   metrics::ProgressOptions progress_options;
   progress_options.interactive = &out == &std::cout && metrics::is_terminal(1);
   progress_options.log_every = config.log_every;
   progress_options.count_tokens = w.objective->unit() == engine::LossUnit::kToken;
   metrics::ProgressPrinter progress(out, progress_options);
+  engine::Checkpointer checkpointer(
+      checkpoint_parts,
+      engine::CheckpointOptions().directory(run_dir + "/checkpoints").keep(config.checkpoint_keep));
+  checkpointer.set_annotation([&config, &metrics_file] {
+    return nlohmann::json{{"config", config.resolved_toml}, {"metrics_bytes", metrics_file.bytes()}}
+        .dump();
+  });
+  engine::TrainingSetup setup = parts.setup(w, plan);
+  setup.checkpoints = &checkpointer;
+  setup.stop_requested = &stop_requested;
+  engine::Trainer trainer(setup, parts.options);
+  if (resumed)
+    trainer.resume(resumed->state);
   trainer.add_sink(&metrics_file);
   trainer.add_sink(&progress);
-  const engine::TrainSummary summary = trainer.fit();
+  engine::TrainSummary summary;
+  {
+    const StopSignals signals;
+    summary = trainer.fit();
+  }
+  if (summary.stopped) {
+    out << "\nstopped by signal " << stop_signal.load() << " after optimizer step " << summary.steps
+        << "; checkpoint " << checkpointer.last_path() << "\nresume with: bigbatch train --resume "
+        << run_dir << "\n";
+    return 128 + stop_signal.load();
+  }
 
   std::string sample;
   if (w.gpt && config.sample.max_new_bytes() > 0) {

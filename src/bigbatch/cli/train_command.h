@@ -12,11 +12,22 @@ struct TrainCommandOptions {
   std::string config_path;             ///< TOML file; empty = built-in defaults
   std::vector<std::string> overrides;  ///< "key=value", applied after the file
   bool plan_only = false;              ///< print the plan and stop; nothing is written
+  /// Continue the run in this directory from its newest usable checkpoint, with its own
+  /// config.toml (plus `overrides`); empty = a new run.
+  std::string resume_dir;
+  /// When train.run_dir holds checkpoints, continue that run instead of refusing the directory;
+  /// otherwise start it (the same command line then both starts and resumes a job).
+  bool auto_resume = false;
+  /// Accept config changes on resume that alter the later steps (ResumeChange::kPermitted).
+  bool allow_changes = false;
 };
 
 /// Runs training. Everything the user supplied is validated before the run directory is created,
 /// so a bad input leaves nothing behind; the run directory counts as finished only once
-/// summary.json is in it. Throws InputError for bad input; returns the exit code otherwise.
+/// summary.json is in it. Checkpoints go to <run_dir>/checkpoints (checkpoint.every, .keep).
+/// SIGINT or SIGTERM stop the run at the next window boundary after a checkpoint, and the exit
+/// code is 128 + the signal; a second signal kills at once. Throws InputError for bad input;
+/// returns the exit code otherwise.
 int run_train(const TrainCommandOptions& options, std::ostream& out);
 
 /// Prints the configuration in effect (every key, its value and meaning) as TOML.

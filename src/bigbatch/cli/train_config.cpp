@@ -261,6 +261,16 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
   BB_CHECK_INPUT(t.prefetch_depth >= 0, c.source(), ": train.prefetch_depth = ", t.prefetch_depth,
                  " must be >= 0");
   t.run_dir = c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
+  t.checkpoint_every = c.get_int(
+      "checkpoint.every", 100,
+      "save the training state (model, optimizer, data position, ...) every N optimizer steps "
+      "and after the last; 0 = after the last only");
+  BB_CHECK_INPUT(t.checkpoint_every >= 0, c.source(), ": checkpoint.every = ", t.checkpoint_every,
+                 " must be >= 0");
+  t.checkpoint_keep =
+      c.get_int("checkpoint.keep", 3, "newest checkpoints kept in <run_dir>/checkpoints");
+  BB_CHECK_INPUT(t.checkpoint_keep >= 1, c.source(), ": checkpoint.keep = ", t.checkpoint_keep,
+                 " must be >= 1");
   t.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
   t.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))
       .temperature(c.get_double("sample.temperature", 0.8, "softmax temperature"))
@@ -280,6 +290,7 @@ TrainConfig read_train_config(ConfigReader& config) {
   read_loop(config, result);
   config.check_all_used();
   result.resolved_toml = config.resolved_toml();
+  result.resolved_values = config.resolved_values();
   return result;
 }
 

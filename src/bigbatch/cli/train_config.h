@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bigbatch/cli/config_reader.h"
 #include "bigbatch/data/fortune_collections.h"
@@ -83,7 +85,11 @@ struct TrainConfig {
   std::string run_dir;                 ///< empty = runs/<model>-<timestamp>
   std::string prompt;
   models::SampleOptions sample;
-  std::string resolved_toml;  ///< the whole configuration in effect, as TOML
+  int64_t checkpoint_every = 0;  ///< optimizer steps between checkpoints (and after the last)
+  int64_t checkpoint_keep = 0;   ///< newest checkpoint files kept
+  std::string resolved_toml;     ///< the whole configuration in effect, as TOML
+  /// Every key and its value in effect as TOML text, to compare a resumed run's config.
+  std::vector<std::pair<std::string, std::string>> resolved_values;
 };
 
 /// Reads every key from `config` (defaults for those absent), then rejects unknown keys.

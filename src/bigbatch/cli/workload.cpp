@@ -192,7 +192,8 @@ TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
                       .max_grad_norm(config.max_grad_norm)
                       .on_nonfinite(config.on_nonfinite)
                       .max_consecutive_skips(config.max_consecutive_skips)
-                      .prefetch_depth(config.prefetch_depth);
+                      .prefetch_depth(config.prefetch_depth)
+                      .checkpoint_every(config.checkpoint_every);
   return parts;
 }
 

@@ -1,6 +1,7 @@
 #include "bigbatch/core/rng_state.h"
 
 #include <mutex>
+#include <optional>
 
 #include "bigbatch/core/check.h"
 
@@ -46,6 +47,42 @@ void RngState::restore() const {
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(saved->state);
   }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> RngState::states() const {
+  std::vector<std::pair<std::string, torch::Tensor>> result;
+  for (const Snapshot* saved : {&cpu_, &accelerator_}) {
+    if (saved->state.defined())
+      result.emplace_back(saved->device.str(), saved->state);
+  }
+  return result;
+}
+
+RngState RngState::from_states(const std::vector<std::pair<std::string, torch::Tensor>>& states) {
+  RngState result;
+  for (const auto& [name, state] : states) {
+    BB_CHECK_INPUT(state.defined() && state.dim() == 1 && state.scalar_type() == torch::kByte,
+                   "the random generator state of ", name, " is not a uint8 vector");
+    std::optional<torch::Device> device;
+    try {
+      device = torch::Device(name);
+    } catch (const c10::Error&) {
+      BB_CHECK_INPUT(false, "unknown device \"", name, "\" for a random generator state");
+    }
+    if (device->is_cpu()) {
+      result.cpu_ = {*device, state.clone()};
+      continue;
+    }
+#ifdef BIGBATCH_WITH_CUDA
+    BB_CHECK_INPUT(device->is_cuda() && device->has_index(), "a random generator state of ", name,
+                   " cannot be restored: expected cpu or cuda:N");
+    result.accelerator_ = {*device, state.clone()};
+#else
+    BB_CHECK_INPUT(false, "a random generator state of ", name,
+                   " cannot be restored: this bigbatch is built without CUDA");
+#endif
+  }
+  return result;
 }
 
 }  // namespace bigbatch

@@ -3,6 +3,10 @@
 
 #include <torch/torch.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace bigbatch {
 
 /// A snapshot of the random generators that a computation on one device draws from: the default
@@ -18,6 +22,13 @@ class RngState {
   static RngState capture(const torch::Device& device);
   /// Sets the generators back to the captured states.
   void restore() const;
+
+  /// The captured states by device name ("cpu", "cuda:0"), to save in a checkpoint: each a (N)
+  /// uint8 tensor, the generator's own serialised state.
+  std::vector<std::pair<std::string, torch::Tensor>> states() const;
+  /// A snapshot made of saved states(). Throws InputError for a device this build cannot
+  /// address (a CUDA state in a CPU-only build) or a state that is not a uint8 vector.
+  static RngState from_states(const std::vector<std::pair<std::string, torch::Tensor>>& states);
 
  private:
   /// A copy of one generator's state.

@@ -48,8 +48,9 @@ class ModeGuard {
 /// so that gathering them overlaps the current window's compute.
 class Trainer::Feed {
  public:
-  Feed(const data::Dataset& data, const Plan& plan, uint64_t seed, int64_t depth)
-      : sampler_(data.size(), plan.global_batch, seed), prefetcher_(data, depth) {}
+  Feed(const data::Dataset& data, const Plan& plan, uint64_t seed, int64_t depth,
+       DataPosition start)
+      : sampler_(data.size(), plan.global_batch, seed, start), prefetcher_(data, depth) {}
 
   /// The next window of the sampler; its micro-batches are requested (at `plan`'s split).
   Window take(const Plan& plan) {
@@ -94,12 +95,7 @@ class Trainer::Feed {
   std::deque<Window> ahead_;  ///< drawn and requested, not yet taken
 };
 
-Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
-    : setup_(setup), options_(options) {
-  BB_CHECK(setup.model && setup.objective && setup.optimizer && setup.schedule && setup.plan &&
-               setup.train_data,
-           "TrainingSetup is missing a part");
-  plan_ = *setup.plan;
+void validate(const TrainerOptions& options) {
   BB_CHECK_INPUT(options.total_steps() > 0, "train.steps = ", options.total_steps(),
                  " must be positive");
   BB_CHECK_INPUT(options.eval_every() >= 0, "train.eval_every = ", options.eval_every(),
@@ -111,6 +107,32 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
                  " must be >= 0");
   BB_CHECK_INPUT(options.prefetch_depth() >= 0, "train.prefetch_depth = ", options.prefetch_depth(),
                  " must be >= 0");
+  BB_CHECK_INPUT(options.checkpoint_every() >= 0, "checkpoint.every = ", options.checkpoint_every(),
+                 " must be >= 0");
+}
+
+Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
+    : setup_(setup), options_(options) {
+  BB_CHECK(setup.model && setup.objective && setup.optimizer && setup.schedule && setup.plan &&
+               setup.train_data,
+           "TrainingSetup is missing a part");
+  plan_ = *setup.plan;
+  validate(options);
+}
+
+void Trainer::resume(const LoopState& state) {
+  BB_CHECK_INPUT(state.micro_batch >= 1 && state.micro_batch <= plan_.global_batch,
+                 "cannot resume at micro-batch ", state.micro_batch, ": it must lie in [1, ",
+                 plan_.global_batch, "] (the global batch)");
+  BB_CHECK_INPUT(state.summary.steps >= 0 && state.summary.steps <= options_.total_steps(),
+                 "cannot resume after optimizer step ", state.summary.steps, " of a run of ",
+                 options_.total_steps(), " steps");
+  BB_CHECK_INPUT(state.windows >= state.summary.steps && state.consecutive_skips >= 0,
+                 "inconsistent loop state: ", state.windows, " windows, ", state.summary.steps,
+                 " steps, ", state.consecutive_skips, " consecutive skips");
+  plan_.micro_batch = state.micro_batch;
+  plan_.accum_steps = (plan_.global_batch + state.micro_batch - 1) / state.micro_batch;
+  resume_from_ = state;
 }
 
 TrainSummary Trainer::fit() {
@@ -121,20 +143,30 @@ TrainSummary Trainer::fit() {
                                       .max_grad_norm(options_.max_grad_norm())
                                       .on_nonfinite(options_.on_nonfinite()));
   accumulator.set_loss_scaler(setup_.loss_scaler);
-  Feed feed(*setup_.train_data, plan_, options_.seed(), options_.prefetch_depth());
+  Feed feed(*setup_.train_data, plan_, options_.seed(), options_.prefetch_depth(),
+            resume_from_ ? resume_from_->data : DataPosition{});
 
   TrainSummary summary;
   summary.first_val_loss = summary.last_val_loss = std::numeric_limits<double>::quiet_NaN();
+  windows_ = consecutive_skips_ = 0;
+  if (resume_from_) {
+    summary = resume_from_->summary;
+    summary.stopped = false;
+    windows_ = resume_from_->windows;
+    consecutive_skips_ = resume_from_->consecutive_skips;
+    accumulator.set_steps_taken(summary.steps);
+    steps_taken_ = summary.steps;
+  }
+  const double seconds_before = summary.seconds;
   const auto start = Clock::now();
   const bool has_val = setup_.val_data != nullptr && setup_.val_data->size() > 0;
-  if (has_val && options_.eval_every() > 0) {
+  if (has_val && options_.eval_every() > 0 && !resume_from_) {
     const metrics::EvalRecord first = evaluate();
     summary.first_val_loss = first.loss;
     report_eval(first);
   }
 
   ModeGuard training(model, true);
-  int64_t consecutive_skips = 0;
   while (accumulator.steps_taken() < options_.total_steps()) {
     const auto window_start = Clock::now();
     memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
@@ -142,6 +174,7 @@ TrainSummary Trainer::fit() {
     const Window window = feed.take(plan_);                             // 1. take a window
     const WindowResult result = run_window(accumulator, feed, window);  // 2. + 3.
     // 4. Observe.
+    ++windows_;
     const double step_seconds = seconds_since(window_start);
     summary.train_seconds += step_seconds;
     summary.steps = steps_taken_ = accumulator.steps_taken();
@@ -149,36 +182,61 @@ TrainSummary Trainer::fit() {
     summary.samples += result.counts.samples;
     summary.tokens += result.counts.tokens;
     summary.skipped_steps += result.skipped ? 1 : 0;
-    consecutive_skips = result.skipped ? consecutive_skips + 1 : 0;
+    consecutive_skips_ = result.skipped ? consecutive_skips_ + 1 : 0;
     if (!result.skipped)
       summary.last_train_loss = result.mean_loss;
     metrics::WindowRecord record =
-        make_record(result, window.epoch, step_seconds, seconds_since(start));
+        make_record(result, window.epoch, step_seconds, seconds_before + seconds_since(start));
     record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
     record.skipped_steps = summary.skipped_steps;
     summary.peak_bytes = std::max(summary.peak_bytes, record.peak_bytes);
     for (metrics::MetricsSink* sink : sinks_)
       sink->on_window(record);
-    if (result.skipped) {
-      on_skipped(result, consecutive_skips);
-      continue;  // not a step: no evaluation is due
-    }
 
-    const bool last = result.step == options_.total_steps();
-    const bool due = options_.eval_every() > 0 && result.step % options_.eval_every() == 0;
-    if (has_val && (last || due)) {
+    const bool last = !result.skipped && result.step == options_.total_steps();
+    if (result.skipped) {
+      on_skipped(result, consecutive_skips_);  // no evaluation is due: not a step
+    } else if (has_val &&
+               (last || (options_.eval_every() > 0 && result.step % options_.eval_every() == 0))) {
       const metrics::EvalRecord eval = evaluate();
       summary.last_val_loss = eval.loss;
       summary.last_val_accuracy = eval.accuracy;
       report_eval(eval);
     }
+    // 5. Persist.
+    summary.final_micro_batch = plan_.micro_batch;
+    summary.final_loss_scale = setup_.loss_scaler != nullptr ? setup_.loss_scaler->scale() : 0.0;
+    summary.seconds = seconds_before + seconds_since(start);
+    const bool stop = setup_.stop_requested != nullptr && setup_.stop_requested->load();
+    const bool due = !result.skipped && options_.checkpoint_every() > 0 &&
+                     result.step % options_.checkpoint_every() == 0;
+    if (last || due || stop)
+      save_checkpoint(summary, window.end());
+    if (stop && !last) {
+      summary.stopped = true;
+      notify(cat("stopped on request after ", windows_, " windows (optimizer step ", summary.steps,
+                 " of ", options_.total_steps(), ")"));
+      break;
+    }
   }
   summary.final_micro_batch = plan_.micro_batch;
   summary.final_loss_scale = setup_.loss_scaler != nullptr ? setup_.loss_scaler->scale() : 0.0;
-  summary.seconds = seconds_since(start);
+  summary.seconds = seconds_before + seconds_since(start);
   for (metrics::MetricsSink* sink : sinks_)
     sink->on_finish();
   return summary;
+}
+
+void Trainer::save_checkpoint(const TrainSummary& summary, const DataPosition& position) {
+  if (setup_.checkpoints == nullptr)
+    return;
+  LoopState state;
+  state.summary = summary;
+  state.data = position;
+  state.windows = windows_;
+  state.consecutive_skips = consecutive_skips_;
+  state.micro_batch = plan_.micro_batch;
+  setup_.checkpoints->save(state);
 }
 
 Trainer::PreparedWindow Trainer::prepare(Feed& feed, const Window& window,

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,9 @@ struct TrainerOptions {
   /// half the micro-batch like one in forward, and a restart drops and re-gathers everything
   /// pending at the new split. Default 8: one window of the default plan (64 as 8 x 8).
   TORCH_ARG(int64_t, prefetch_depth) = 8;
+  /// Save a checkpoint (TrainingSetup::checkpoints) every this many optimizer steps, and after the
+  /// last; 0: only after the last.
+  TORCH_ARG(int64_t, checkpoint_every) = 0;
 };
 
 /// State that lives beside the window gradient and must follow the window's life, such as
@@ -67,6 +71,20 @@ class WindowHooks {
   virtual void on_window_end(bool stepped) { (void)stepped; }
 };
 
+/// Throws InputError naming the first option out of range (the Trainer's constructor calls it).
+void validate(const TrainerOptions& options);
+
+struct LoopState;
+
+/// Receives the loop's state at window boundaries to save it with the model, optimizer, loss
+/// scaler and random generators (engine::Checkpointer). Called after the boundary's metrics and
+/// evaluation, so the state is complete: nothing of the next window has run.
+class CheckpointSink {
+ public:
+  virtual ~CheckpointSink() = default;
+  virtual void save(const LoopState& state) = 0;
+};
+
 /// Everything the loop works on; the trainer holds references, the caller owns them.
 struct TrainingSetup {
   torch::nn::Module* model = nullptr;
@@ -78,6 +96,11 @@ struct TrainingSetup {
   const data::Dataset* val_data = nullptr;  ///< may be null: no evaluation
   LossScaler* loss_scaler = nullptr;        ///< may be null: no loss scaling
   std::vector<WindowHooks*> window_hooks;   ///< told about every window, in order (not owned)
+  CheckpointSink* checkpoints = nullptr;    ///< may be null: no checkpoints
+  /// May be null. Once it reads true, the loop stops at the next window boundary, after saving a
+  /// checkpoint (when there is a sink); TrainSummary::stopped tells. Set it from a signal handler
+  /// to stop cleanly on SIGINT or SIGTERM.
+  const std::atomic<bool>* stop_requested = nullptr;
 };
 
 /// How training went.
@@ -97,6 +120,18 @@ struct TrainSummary {
   double train_seconds = 0.0;     ///< wall time of the windows alone
   int64_t peak_bytes = 0;         ///< peak tensor memory of any window (0: not tracked)
   int64_t final_micro_batch = 0;  ///< micro-batch at the end (smaller after out-of-memory)
+  bool stopped = false;           ///< stopped early on TrainingSetup::stop_requested
+};
+
+/// Where a run is at a window boundary: with the model, optimizer, loss scaler and random
+/// generators, everything needed to continue exactly as if the run had not stopped. Counters and
+/// times in `summary` continue across a resume.
+struct LoopState {
+  TrainSummary summary;           ///< the run so far (summary.steps: optimizer steps taken)
+  DataPosition data;              ///< where the next window starts in the data order
+  int64_t windows = 0;            ///< windows taken, skipped ones included
+  int64_t consecutive_skips = 0;  ///< windows skipped in a row just before this boundary
+  int64_t micro_batch = 0;        ///< micro-batch in use (smaller than the plan's after OOM)
 };
 
 /// Runs the loop in numbered phases per window:
@@ -108,13 +143,23 @@ struct TrainSummary {
 ///   3 boundary: unscale + check for inf/NaN, clip, lr schedule, optimizer step, zero gradients;
 ///     or skip a non-finite window (its data is dropped, not retried; it is not a step)
 ///   4 observe: metrics sinks (skipped windows too, with a notice); evaluate when due
-/// The loop runs until options.total_steps optimizer steps are taken.
+///   5 persist: hand the LoopState to the checkpoint sink when due (checkpoint_every, the last
+///     step, a stop request); stop when requested
+/// The loop runs until options.total_steps optimizer steps are taken. Checkpoints are taken only
+/// at window boundaries, so a resumed run never needs a partial window's gradient: it trains the
+/// windows after the checkpoint again, from the same state, to the same result.
 class Trainer {
  public:
   Trainer(const TrainingSetup& setup, TrainerOptions options);
   /// Adds a receiver of window and evaluation records (not owned).
   void add_sink(metrics::MetricsSink* sink) { sinks_.push_back(sink); }
-  /// Trains for options.total_steps optimizer steps.
+  /// Continues from `state` (saved by a CheckpointSink) instead of starting from the first window.
+  /// The model, optimizer, loss scaler and random generators must already hold their state of
+  /// that boundary (engine::load_checkpoint restores them). Call before fit(). Throws InputError
+  /// for a state that does not fit this run (a micro-batch above the global batch, a position
+  /// outside the data, more steps than the run has).
+  void resume(const LoopState& state);
+  /// Trains until options.total_steps optimizer steps are taken (counting those before a resume).
   TrainSummary fit();
   /// Mean validation loss over the first eval_samples validation samples, without gradients.
   metrics::EvalRecord evaluate();
@@ -145,12 +190,17 @@ class Trainer {
   void notify(const std::string& message);
   /// Tells the sinks about a skipped window; throws NonFiniteError after too many in a row.
   void on_skipped(const WindowResult& result, int64_t consecutive);
+  /// Hands the state after the window that ended at `position` to the checkpoint sink.
+  void save_checkpoint(const TrainSummary& summary, const DataPosition& position);
 
   TrainingSetup setup_;
   TrainerOptions options_;
   Plan plan_;  ///< a copy: the micro-batch can shrink after running out of memory
   std::vector<metrics::MetricsSink*> sinks_;
   int64_t steps_taken_ = 0;
+  std::optional<LoopState> resume_from_;  ///< set by resume()
+  int64_t windows_ = 0;                   ///< windows taken, skipped ones included
+  int64_t consecutive_skips_ = 0;
 };
 
 }  // namespace bigbatch::engine

@@ -7,14 +7,23 @@
 
 namespace bigbatch::engine {
 
-WindowSampler::WindowSampler(int64_t dataset_size, int64_t global_batch, uint64_t seed)
-    : dataset_size_(dataset_size), global_batch_(global_batch), seed_(seed) {
+WindowSampler::WindowSampler(int64_t dataset_size, int64_t global_batch, uint64_t seed,
+                             DataPosition start)
+    : dataset_size_(dataset_size),
+      global_batch_(global_batch),
+      seed_(seed),
+      epoch_(start.epoch),
+      cursor_(start.cursor) {
   BB_CHECK_INPUT(dataset_size > 0, "the training set is empty");
   BB_CHECK(global_batch > 0, "global batch ", global_batch);
+  BB_CHECK_INPUT(start.epoch >= 0 && start.cursor >= 0 && start.cursor <= dataset_size,
+                 "data position (epoch ", start.epoch, ", sample ", start.cursor,
+                 ") lies outside a training set of ", dataset_size, " samples");
+  order_ = data::epoch_permutation(dataset_size_, seed_, epoch_);
 }
 
 Window WindowSampler::next() {
-  if (epoch_ < 0 || cursor_ == dataset_size_) {
+  if (cursor_ == dataset_size_) {
     ++epoch_;
     cursor_ = 0;
     order_ = data::epoch_permutation(dataset_size_, seed_, epoch_);
@@ -22,6 +31,7 @@ Window WindowSampler::next() {
   const int64_t take = std::min(global_batch_, dataset_size_ - cursor_);
   Window window;
   window.epoch = epoch_;
+  window.start = cursor_;
   window.indices.assign(order_.begin() + cursor_, order_.begin() + cursor_ + take);
   cursor_ += take;
   return window;

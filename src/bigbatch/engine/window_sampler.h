@@ -6,10 +6,24 @@
 
 namespace bigbatch::engine {
 
+/// A place in the data order: the next window starts at `cursor` in epoch `epoch`'s permutation.
+/// A cursor equal to the dataset size means the epoch is used up (the next window starts the
+/// next epoch).
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t cursor = 0;
+  bool operator==(const DataPosition& other) const {
+    return epoch == other.epoch && cursor == other.cursor;
+  }
+};
+
 /// One window of sample indices.
 struct Window {
   int64_t epoch = 0;             ///< 0-based epoch the indices come from
+  int64_t start = 0;             ///< position of indices[0] in the epoch's permutation
   std::vector<int64_t> indices;  ///< global_batch indices, fewer for the last window of an epoch
+  /// Where the window after this one starts.
+  DataPosition end() const { return {epoch, start + static_cast<int64_t>(indices.size())}; }
 };
 
 /// Walks a fresh permutation of [0, dataset_size) every epoch (see data::epoch_permutation) and
@@ -17,7 +31,9 @@ struct Window {
 /// (dataset_size % global_batch samples when that is not zero): no sample is dropped or repeated.
 class WindowSampler {
  public:
-  WindowSampler(int64_t dataset_size, int64_t global_batch, uint64_t seed);
+  /// Starts at `start` (default: the beginning of epoch 0). Throws InputError for a position
+  /// outside the data (a cursor beyond dataset_size, a negative epoch).
+  WindowSampler(int64_t dataset_size, int64_t global_batch, uint64_t seed, DataPosition start = {});
   /// The next window; starts the next epoch when the current one is used up.
   Window next();
   /// Windows in one epoch: ceil(dataset_size / global_batch).
@@ -27,7 +43,7 @@ class WindowSampler {
   int64_t dataset_size_;
   int64_t global_batch_;
   uint64_t seed_;
-  int64_t epoch_ = -1;
+  int64_t epoch_ = 0;
   int64_t cursor_ = 0;
   std::vector<int64_t> order_;
 };

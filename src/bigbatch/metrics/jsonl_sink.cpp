@@ -7,10 +7,13 @@
 
 namespace bigbatch::metrics {
 
-JsonlSink::JsonlSink(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+JsonlSink::JsonlSink(const std::string& path, bool append)
+    : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   if (!out_) {
     throw std::runtime_error("cannot write metrics file " + path + ": " + std::strerror(errno));
   }
+  out_.seekp(0, std::ios::end);
+  bytes_ = static_cast<int64_t>(out_.tellp());
 }
 
 void JsonlSink::on_window(const WindowRecord& r) {
@@ -55,6 +58,7 @@ void JsonlSink::on_notice(const std::string& message) {
 void JsonlSink::write_line(const std::string& line) {
   out_ << line << '\n';
   out_.flush();
+  bytes_ += static_cast<int64_t>(line.size()) + 1;
   if (!out_)
     throw std::runtime_error("failed writing metrics file " + path_);
 }

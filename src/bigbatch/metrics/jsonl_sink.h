@@ -1,6 +1,7 @@
 // Metrics as JSON lines: one object per optimizer step and per evaluation.
 #pragma once
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -14,8 +15,12 @@ namespace bigbatch::metrics {
 /// field; notices have "type":"notice" and "message".
 class JsonlSink : public MetricsSink {
  public:
-  /// Opens (creates or truncates) `path`; throws std::runtime_error naming it on failure.
-  explicit JsonlSink(const std::string& path);
+  /// Opens `path`: created or truncated, or with `append` created or continued (a resumed run
+  /// continues its metrics). Throws std::runtime_error naming it on failure.
+  explicit JsonlSink(const std::string& path, bool append = false);
+  /// Bytes written to the file so far, the part before opening included (the length a resumed
+  /// run cuts the file back to).
+  int64_t bytes() const { return bytes_; }
   void on_window(const WindowRecord& record) override;
   void on_eval(const EvalRecord& record) override;
   void on_notice(const std::string& message) override;
@@ -24,6 +29,7 @@ class JsonlSink : public MetricsSink {
   void write_line(const std::string& line);
   std::string path_;
   std::ofstream out_;
+  int64_t bytes_ = 0;
 };
 
 }  // namespace bigbatch::metrics

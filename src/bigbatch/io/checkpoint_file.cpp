@@ -1,0 +1,132 @@
+#include "bigbatch/io/checkpoint_file.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "bigbatch/io/atomic_file.h"
+
+namespace bigbatch::io {
+
+namespace {
+
+constexpr char kMagic[8] = {'B', 'B', 'C', 'K', 'P', 'T', '\r', '\n'};
+
+void put_le(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint64_t get_le(const std::string& in, size_t offset, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i)
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(in[offset + i])) << (8 * i);
+  return value;
+}
+
+/// zlib's CRC-32 of `a` then `b`, fed in chunks that fit zlib's 32-bit length.
+uint32_t crc32_of(const std::string& a, const std::string& b) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  for (const std::string* part : {&a, &b}) {
+    const auto* data = reinterpret_cast<const Bytef*>(part->data());
+    size_t left = part->size();
+    while (left > 0) {
+      const uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+      crc = ::crc32(crc, data, chunk);
+      data += chunk;
+      left -= chunk;
+    }
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::string hex(uint32_t value) {
+  std::ostringstream out;
+  out << "0x" << std::hex << std::setw(8) << std::setfill('0') << value;
+  return out.str();
+}
+
+std::string printable(const std::string& bytes) {
+  std::string text;
+  for (const char c : bytes)
+    if (c >= 32 && c < 127) {
+      text += c;
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", static_cast<unsigned char>(c));
+      text += escaped;
+    }
+  return text;
+}
+
+}  // namespace
+
+void write_checkpoint_file(const std::string& path, const CheckpointFile& file) {
+  std::string bytes(kMagic, sizeof(kMagic));
+  put_le(bytes, kCheckpointFormatVersion, 4);
+  put_le(bytes, crc32_of(file.header, file.payload), 4);
+  put_le(bytes, file.header.size(), 8);
+  put_le(bytes, file.payload.size(), 8);
+  bytes.reserve(bytes.size() + file.header.size() + file.payload.size());
+  bytes += file.header;
+  bytes += file.payload;
+  write_file_atomically(path, bytes);
+}
+
+CheckpointFile read_checkpoint_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw CheckpointFileError(path, std::string("cannot open: ") + std::strerror(errno));
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad())
+    throw CheckpointFileError(path, std::string("cannot read: ") + std::strerror(errno));
+  const std::string bytes = content.str();
+  if (bytes.size() < kCheckpointPreambleBytes) {
+    throw CheckpointFileError(path, "truncated: " + std::to_string(bytes.size()) +
+                                        " bytes, shorter than the " +
+                                        std::to_string(kCheckpointPreambleBytes) +
+                                        "-byte preamble of a bigbatch checkpoint");
+  }
+  if (bytes.compare(0, sizeof(kMagic), kMagic, sizeof(kMagic)) != 0) {
+    throw CheckpointFileError(path, "not a bigbatch checkpoint: it starts with \"" +
+                                        printable(bytes.substr(0, sizeof(kMagic))) +
+                                        "\", not \"BBCKPT\\r\\n\"");
+  }
+  const uint64_t version = get_le(bytes, 8, 4);
+  if (version != kCheckpointFormatVersion) {
+    throw CheckpointFileError(path, "checkpoint format version " + std::to_string(version) +
+                                        "; this bigbatch reads version " +
+                                        std::to_string(kCheckpointFormatVersion));
+  }
+  const uint32_t stored_crc = static_cast<uint32_t>(get_le(bytes, 12, 4));
+  const uint64_t header_bytes = get_le(bytes, 16, 8);
+  const uint64_t payload_bytes = get_le(bytes, 24, 8);
+  const uint64_t body = bytes.size() - kCheckpointPreambleBytes;
+  const bool short_file = header_bytes > body || payload_bytes > body - header_bytes;
+  if (short_file || payload_bytes < body - header_bytes) {
+    throw CheckpointFileError(
+        path, std::string(short_file ? "truncated: " : "trailing bytes: ") +
+                  std::to_string(bytes.size()) + " bytes, but its preamble announces " +
+                  std::to_string(header_bytes) + " bytes of header and " +
+                  std::to_string(payload_bytes) + " of payload after the " +
+                  std::to_string(kCheckpointPreambleBytes) + "-byte preamble");
+  }
+  CheckpointFile file;
+  file.header = bytes.substr(kCheckpointPreambleBytes, header_bytes);
+  file.payload = bytes.substr(kCheckpointPreambleBytes + header_bytes);
+  const uint32_t computed_crc = crc32_of(file.header, file.payload);
+  if (computed_crc != stored_crc) {
+    throw CheckpointFileError(path, "corrupt: the CRC-32 of its contents is " + hex(computed_crc) +
+                                        ", the file says " + hex(stored_crc) +
+                                        " (the file changed after it was written)");
+  }
+  return file;
+}
+
+}  // namespace bigbatch::io

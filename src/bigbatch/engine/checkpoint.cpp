@@ -17,7 +17,8 @@
 namespace bigbatch::engine {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+// Keys keep their insertion order, so a header reads format, version and position first.
+using json = nlohmann::ordered_json;
 
 namespace {
 

@@ -41,5 +41,18 @@ TEST(SvgChart, RejectsMismatchedSeries) {
   EXPECT_THROW(metrics::render_svg({log_panel}, "t"), std::invalid_argument);
 }
 
+TEST(SvgChart, ChosenColourDashesAndNoDotsOnLongSeries) {
+  ChartPanel panel{"t", "x", "y", false, {}};
+  std::vector<double> xs(61);
+  for (size_t i = 0; i < xs.size(); ++i)
+    xs[i] = static_cast<double>(i);
+  panel.series.push_back({"long", xs, xs, 2, false});
+  panel.series.push_back({"val", {1, 2}, {1, 2}, 2, true});
+  const std::string svg = metrics::render_svg({panel}, "t");
+  EXPECT_EQ(count(svg, "<circle"), 2u);                   // only the short series has dots
+  EXPECT_EQ(count(svg, "stroke=\"#2ca02c\""), 4u);        // palette colour 2, legend included
+  EXPECT_EQ(count(svg, "stroke-dasharray=\"6,4\""), 2u);  // the dashed line and its legend
+}
+
 }  // namespace
 }  // namespace bigbatch

@@ -5,6 +5,8 @@
 
 #include "bigbatch/cli/bench_memory_command.h"
 #include "bigbatch/cli/bench_precision_command.h"
+#include "bigbatch/cli/doctor_command.h"
+#include "bigbatch/cli/plot_command.h"
 #include "bigbatch/cli/reproduce_command.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/check.h"
@@ -101,6 +103,24 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                         "output directory (default: runs/reproduce-<name>-<time>)");
   reproduce->add_flag("--list", reproduce_options.list, "list the experiments and exit");
 
+  PlotOptions plot_options;
+  CLI::App* plot = app.add_subcommand(
+      "plot",
+      "SVG charts of runs from their metrics.jsonl: loss (with validation), accuracy, lr, peak "
+      "memory, throughput; several runs overlaid");
+  plot->add_option("run_dirs", plot_options.run_dirs, "run directories")->required();
+  plot->add_option("--out", plot_options.out_dir,
+                   "output directory (default: RUN_DIR/charts for one run, runs/plot-<time> for "
+                   "several)");
+
+  DoctorOptions doctor_options;
+  CLI::App* doctor = app.add_subcommand(
+      "doctor",
+      "Check the environment: LibTorch, CUDA, threads, BLAS and its GFLOP/s, bf16, memory, data "
+      "sets, run directory; exit code 1 when something needs fixing");
+  doctor->add_option("--run-dir", doctor_options.run_dir,
+                     "run directory to check for writing (default: runs)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -120,6 +140,10 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return run_bench_memory(bench_memory_options, out);
     if (bench_precision->parsed())
       return run_bench_precision(bench_precision_options, out);
+    if (plot->parsed())
+      return run_plot(plot_options, out);
+    if (doctor->parsed())
+      return run_doctor(doctor_options, out);
     if (reproduce->parsed()) {
       if (!reproduce_options.list && reproduce_options.name.empty())
         throw InputError("bigbatch reproduce needs an experiment name (see --list)");

@@ -15,6 +15,8 @@
 #include "bigbatch/core/table.h"
 #include "bigbatch/io/atomic_file.h"
 #include "bigbatch/io/read_file.h"
+#include "bigbatch/metrics/jsonl_reader.h"
+#include "bigbatch/metrics/run_charts.h"
 #include "bigbatch/metrics/svg_chart.h"
 
 namespace bigbatch::cli {
@@ -36,63 +38,35 @@ struct RunOutcome {
   std::vector<double> eval_accuracies;  ///< NaN where the model has no accuracy
 };
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::istringstream in(io::read_file(path));
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty())
-      lines.push_back(nlohmann::json::parse(line));
-  }
-  return lines;
-}
-
 /// Fills the curves from metrics.jsonl: an optimizer step's position is its epoch plus the share
 /// of that epoch's windows done (a full epoch has as many windows as the first one).
 void read_curves(const std::string& run_dir, RunOutcome& outcome) {
-  std::vector<nlohmann::json> windows;
-  std::vector<nlohmann::json> evals;
-  for (nlohmann::json& line : read_jsonl(run_dir + "/metrics.jsonl")) {
-    if (line["type"] == "window" && !line["skipped"].get<bool>())
-      windows.push_back(std::move(line));
-    else if (line["type"] == "eval")
-      evals.push_back(std::move(line));
+  const std::string path = run_dir + "/metrics.jsonl";
+  const metrics::MetricsHistory history = metrics::parse_metrics_jsonl(io::read_file(path), path);
+  std::vector<const metrics::WindowRecord*> windows;
+  for (const metrics::WindowRecord& w : history.windows) {
+    if (!w.skipped)
+      windows.push_back(&w);
   }
   std::map<int64_t, int64_t> windows_in_epoch;
-  for (const nlohmann::json& w : windows)
-    ++windows_in_epoch[w["epoch"].get<int64_t>()];
+  for (const metrics::WindowRecord* w : windows)
+    ++windows_in_epoch[w->epoch];
   const int64_t full_epoch = windows_in_epoch.empty() ? 1 : windows_in_epoch.begin()->second;
   std::map<int64_t, double> epoch_of_step = {{0, 0.0}};
   std::map<int64_t, int64_t> seen;
-  for (const nlohmann::json& w : windows) {
-    const int64_t epoch = w["epoch"].get<int64_t>();
-    const double at = static_cast<double>(epoch) +
-                      static_cast<double>(++seen[epoch]) / static_cast<double>(full_epoch);
-    epoch_of_step[w["step"].get<int64_t>()] = at;
+  for (const metrics::WindowRecord* w : windows) {
+    const double at = static_cast<double>(w->epoch) +
+                      static_cast<double>(++seen[w->epoch]) / static_cast<double>(full_epoch);
+    epoch_of_step[w->step] = at;
     outcome.window_epochs.push_back(at);
-    outcome.window_losses.push_back(w["loss"].get<double>());
+    outcome.window_losses.push_back(w->loss);
   }
-  for (const nlohmann::json& e : evals) {
-    const auto found = epoch_of_step.find(e["step"].get<int64_t>());
+  for (const metrics::EvalRecord& e : history.evals) {
+    const auto found = epoch_of_step.find(e.step);
     outcome.eval_epochs.push_back(found != epoch_of_step.end() ? found->second : NAN);
-    outcome.eval_losses.push_back(e["loss"].get<double>());
-    outcome.eval_accuracies.push_back(e.contains("accuracy") ? e["accuracy"].get<double>() : NAN);
+    outcome.eval_losses.push_back(e.loss);
+    outcome.eval_accuracies.push_back(e.accuracy ? *e.accuracy : NAN);
   }
-}
-
-/// Trailing means of `kLossSmoothing` windows, one point per window from the kLossSmoothing-th.
-metrics::Series smoothed_loss(const RunOutcome& outcome) {
-  metrics::Series series{outcome.run->label, {}, {}};
-  double sum = 0.0;
-  for (size_t i = 0; i < outcome.window_losses.size(); ++i) {
-    sum += outcome.window_losses[i];
-    if (i >= kLossSmoothing)
-      sum -= outcome.window_losses[i - kLossSmoothing];
-    if (i + 1 >= std::min(kLossSmoothing, outcome.window_losses.size())) {
-      series.xs.push_back(outcome.window_epochs[i]);
-      series.ys.push_back(sum / static_cast<double>(std::min(i + 1, kLossSmoothing)));
-    }
-  }
-  return series;
 }
 
 std::string render_curves(const Experiment& experiment, const std::vector<RunOutcome>& outcomes) {
@@ -102,7 +76,8 @@ std::string render_curves(const Experiment& experiment, const std::vector<RunOut
   metrics::ChartPanel val_loss{"validation loss", "epoch", "loss", false, {}};
   bool has_accuracy = false;
   for (const RunOutcome& outcome : outcomes) {
-    loss.series.push_back(smoothed_loss(outcome));
+    loss.series.push_back(metrics::trailing_mean(outcome.run->label, outcome.window_epochs,
+                                                 outcome.window_losses, kLossSmoothing));
     metrics::Series acc{outcome.run->label, {}, {}};
     for (size_t i = 0; i < outcome.eval_epochs.size(); ++i) {
       if (std::isfinite(outcome.eval_epochs[i]) && std::isfinite(outcome.eval_accuracies[i])) {

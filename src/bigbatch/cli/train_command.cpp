@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bigbatch/cli/plot_command.h"
 #include "bigbatch/cli/resume.h"
 #include "bigbatch/cli/run_dir.h"
 #include "bigbatch/cli/train_config.h"
@@ -24,6 +25,7 @@
 #include "bigbatch/memory/tracker.h"
 #include "bigbatch/metrics/jsonl_sink.h"
 #include "bigbatch/metrics/progress.h"
+#include "bigbatch/metrics/tensorboard_sink.h"
 #include "bigbatch/models/model_info.h"
 
 namespace bigbatch::cli {
@@ -231,13 +233,16 @@ bool clear_unstarted_run(const std::string& run_dir, std::ostream& out) {
   if (!fs::exists(dir / "config.toml", error) || fs::exists(dir / "summary.json", error))
     return false;
   const std::vector<std::string> ours = {"config.toml", "plan.txt", "metrics.jsonl", "checkpoints"};
+  std::vector<fs::path> items;
   for (const auto& item : fs::directory_iterator(dir, error)) {
     const std::string name = item.path().filename().string();
-    if (std::find(ours.begin(), ours.end(), name) == ours.end())
+    if (std::find(ours.begin(), ours.end(), name) == ours.end() &&
+        name.rfind("events.out.tfevents.", 0) != 0)
       return false;  // someone else's file: leave the directory to create_run_dir's refusal
+    items.push_back(item.path());
   }
-  for (const std::string& name : ours)
-    fs::remove_all(dir / name, error);
+  for (const fs::path& item : items)
+    fs::remove_all(item, error);
   out << "auto-resume: " << run_dir
       << " holds a run that stopped before its first checkpoint; starting it again\n";
   return true;
@@ -392,6 +397,11 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   progress_options.log_every = config.log_every;
   progress_options.count_tokens = w.objective->unit() == engine::LossUnit::kToken;
   metrics::ProgressPrinter progress(out, progress_options);
+  metrics::TensorBoardOptions tensorboard;
+  tensorboard.directory = run_dir;
+  tensorboard.count_tokens = progress_options.count_tokens;
+  tensorboard.resumed_after_step = resumed ? resumed->state.summary.steps : 0;
+  metrics::TensorBoardSink events_file(tensorboard);
   engine::Checkpointer checkpointer(
       checkpoint_parts,
       engine::CheckpointOptions().directory(run_dir + "/checkpoints").keep(config.checkpoint_keep));
@@ -406,6 +416,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   if (resumed)
     trainer.resume(resumed->state);
   trainer.add_sink(&metrics_file);
+  trainer.add_sink(&events_file);
   trainer.add_sink(&progress);
   engine::TrainSummary summary;
   {
@@ -427,6 +438,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
         << config.sample.top_k() << "):\n"
         << sample << "\n";
   }
+  write_run_charts({run_dir}, run_dir + "/charts");
   write_summary(run_dir, summary, sample);
   out << "\nfinished " << summary.steps << " steps in " << human_duration(summary.seconds)
       << (summary.skipped_steps > 0 ? cat(" (", summary.skipped_steps, " windows skipped)") : "")

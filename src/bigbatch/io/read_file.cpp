@@ -19,4 +19,12 @@ std::string read_file(const std::string& path) {
   return content.str();
 }
 
+std::string read_file_or_empty(const std::string& path) {
+  try {
+    return read_file(path);
+  } catch (const std::runtime_error&) {
+    return "";
+  }
+}
+
 }  // namespace bigbatch::io

@@ -9,4 +9,8 @@ namespace bigbatch::io {
 /// error when it cannot be opened or read.
 std::string read_file(const std::string& path);
 
+/// The bytes of the file at `path`, or "" when it cannot be read (a /proc or /sys file that this
+/// system does not have).
+std::string read_file_or_empty(const std::string& path);
+
 }  // namespace bigbatch::io

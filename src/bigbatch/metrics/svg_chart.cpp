@@ -17,6 +17,7 @@ constexpr double kLeft = 70;
 constexpr double kRight = 20;
 constexpr double kTop = 60;
 constexpr double kBottom = 50;
+constexpr size_t kMostMarkedPoints = 60;
 const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
 std::string escape(const std::string& text) {
@@ -135,21 +136,26 @@ void render_panel(std::ostringstream& svg, const ChartPanel& panel, double offse
 
   for (size_t k = 0; k < panel.series.size(); ++k) {
     const Series& s = panel.series[k];
-    const char* colour = kColours[k % (sizeof(kColours) / sizeof(kColours[0]))];
+    const size_t index = s.colour >= 0 ? static_cast<size_t>(s.colour) : k;
+    const char* colour = kColours[index % (sizeof(kColours) / sizeof(kColours[0]))];
+    const char* dash = s.dashed ? " stroke-dasharray=\"6,4\"" : "";
+    const bool markers = s.xs.size() <= kMostMarkedPoints;
     std::ostringstream points;
     for (size_t i = 0; i < s.xs.size(); ++i) {
       if (!std::isfinite(s.xs[i]) || !std::isfinite(s.ys[i]))
         continue;
       points << px(s.xs[i]) << "," << py(s.ys[i]) << " ";
-      svg << "<circle cx=\"" << px(s.xs[i]) << "\" cy=\"" << py(s.ys[i]) << "\" r=\"3\" fill=\""
-          << colour << "\"/>\n";
+      if (markers) {
+        svg << "<circle cx=\"" << px(s.xs[i]) << "\" cy=\"" << py(s.ys[i]) << "\" r=\"3\" fill=\""
+            << colour << "\"/>\n";
+      }
     }
-    svg << "<polyline points=\"" << points.str() << "\" fill=\"none\" stroke=\"" << colour
-        << "\" stroke-width=\"2\"/>\n";
+    svg << "<polyline points=\"" << points.str() << "\" fill=\"none\" stroke=\"" << colour << "\""
+        << dash << " stroke-width=\"" << (markers ? 2 : 1.5) << "\"/>\n";
     const double legend_y = kTop + 16 + 16 * static_cast<double>(k);
     svg << "<line x1=\"" << offset_x + kLeft + 10 << "\" x2=\"" << offset_x + kLeft + 30
         << "\" y1=\"" << legend_y - 4 << "\" y2=\"" << legend_y - 4 << "\" stroke=\"" << colour
-        << "\" stroke-width=\"2\"/>\n"
+        << "\"" << dash << " stroke-width=\"2\"/>\n"
         << "<text x=\"" << offset_x + kLeft + 36 << "\" y=\"" << legend_y << "\" font-size=\"11\">"
         << escape(s.name) << "</text>\n";
   }

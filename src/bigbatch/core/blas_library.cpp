@@ -1,0 +1,84 @@
+#include "bigbatch/core/blas_library.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+
+namespace bigbatch {
+
+namespace {
+
+bool contains(const std::string& text, const char* part) {
+  return text.find(part) != std::string::npos;
+}
+
+using GetConfig = char* (*)();
+
+}  // namespace
+
+std::string to_string(BlasKind kind) {
+  switch (kind) {
+    case BlasKind::kOpenBlas:
+      return "OpenBLAS";
+    case BlasKind::kReference:
+      return "reference BLAS";
+    case BlasKind::kBlis:
+      return "BLIS";
+    case BlasKind::kAtlas:
+      return "ATLAS";
+    case BlasKind::kMkl:
+      return "MKL";
+    case BlasKind::kOther:
+      return "unknown BLAS";
+    case BlasKind::kNone:
+      break;
+  }
+  return "none found";
+}
+
+BlasKind classify_blas_path(const std::string& resolved_path) {
+  const std::string name = std::filesystem::path(resolved_path).filename().string();
+  const std::string dir = std::filesystem::path(resolved_path).parent_path().filename().string();
+  if (contains(name, "openblas") || contains(dir, "openblas"))
+    return BlasKind::kOpenBlas;
+  if (contains(name, "blis") || contains(dir, "blis"))
+    return BlasKind::kBlis;
+  if (contains(name, "atlas") || contains(dir, "atlas"))
+    return BlasKind::kAtlas;
+  if (contains(name, "mkl") || contains(dir, "mkl"))
+    return BlasKind::kMkl;
+  if (dir == "blas" && name.rfind("libblas.so", 0) == 0)
+    return BlasKind::kReference;
+  return BlasKind::kOther;
+}
+
+BlasLibrary loaded_blas() {
+  BlasLibrary blas;
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info info{};
+  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr)
+    return blas;
+  blas.path = info.dli_fname;
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::canonical(blas.path, error);
+  blas.resolved = error ? blas.path : resolved.string();
+  blas.kind = classify_blas_path(blas.resolved);
+  if (blas.kind != BlasKind::kOpenBlas)
+    return blas;
+  const std::string dir = std::filesystem::path(blas.resolved).parent_path().filename().string();
+  for (const char* variant : {"pthread", "openmp", "serial"}) {
+    if (dir == std::string("openblas-") + variant)
+      blas.variant = variant;
+  }
+  // Debian's .../openblas-pthread/libblas.so.3 forwards to libopenblas.so.0, which holds the
+  // configuration string; look it up from the library that provides sgemm_ (its dependencies
+  // included).
+  if (void* handle = dlopen(blas.path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+    if (const auto get = reinterpret_cast<GetConfig>(dlsym(handle, "openblas_get_config")))
+      blas.config = get();
+    dlclose(handle);
+  }
+  return blas;
+}
+
+}  // namespace bigbatch

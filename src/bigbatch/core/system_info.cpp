@@ -1,0 +1,51 @@
+#include "bigbatch/core/system_info.h"
+
+#include <sstream>
+
+namespace bigbatch {
+
+namespace {
+
+/// The value after "key<spaces>:" on the first line that starts with `key`; empty if none.
+std::string field(std::string_view text, std::string_view key) {
+  std::istringstream lines{std::string(text)};
+  for (std::string line; std::getline(lines, line);) {
+    if (line.compare(0, key.size(), key) != 0)
+      continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos || line.find_first_not_of(" \t", key.size()) != colon)
+      continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+int64_t kilobytes(std::string_view text, std::string_view key) {
+  const std::string value = field(text, key);
+  try {
+    return value.empty() ? 0 : std::stoll(value) * 1024;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::set<std::string> parse_cpu_flags(std::string_view cpuinfo) {
+  std::istringstream words(field(cpuinfo, "flags"));
+  std::set<std::string> flags;
+  for (std::string word; words >> word;)
+    flags.insert(word);
+  return flags;
+}
+
+std::string parse_cpu_model(std::string_view cpuinfo) {
+  return field(cpuinfo, "model name");
+}
+
+MemoryInfo parse_meminfo(std::string_view meminfo) {
+  return {kilobytes(meminfo, "MemTotal"), kilobytes(meminfo, "MemAvailable")};
+}
+
+}  // namespace bigbatch

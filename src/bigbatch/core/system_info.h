@@ -1,0 +1,27 @@
+// Facts about the machine from Linux's /proc files, parsed from their text.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace bigbatch {
+
+/// The feature flags of the first processor in /proc/cpuinfo's text ("avx2", "avx512_bf16",
+/// "amx_bf16", ...); empty when there is no "flags" line.
+std::set<std::string> parse_cpu_flags(std::string_view cpuinfo);
+
+/// The "model name" of the first processor in /proc/cpuinfo's text; empty when there is none.
+std::string parse_cpu_model(std::string_view cpuinfo);
+
+/// Memory of the machine, from /proc/meminfo.
+struct MemoryInfo {
+  int64_t total_bytes = 0;      ///< MemTotal
+  int64_t available_bytes = 0;  ///< MemAvailable: what can be allocated without swapping
+};
+
+/// Reads MemTotal and MemAvailable (kB) from /proc/meminfo's text; 0 for a missing field.
+MemoryInfo parse_meminfo(std::string_view meminfo);
+
+}  // namespace bigbatch

@@ -53,31 +53,44 @@ TEST(DoctorChecks, ReferenceBlasIsAProblemWithItsFix) {
   reference.kind = BlasKind::kReference;
   reference.path = "/lib/x86_64-linux-gnu/libblas.so.3";
   reference.resolved = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
-  Finding f = cli::diagnose_blas(reference, "");
+  Finding f = cli::diagnose_blas(reference, "", {"avx2"});
   EXPECT_TRUE(f.problem);
   EXPECT_EQ(f.value, "reference BLAS");
   EXPECT_EQ(f.fix, "apt install libopenblas0-pthread");
-  f = cli::diagnose_blas(reference, "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3");
+  f = cli::diagnose_blas(reference, "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+                         {"avx2"});
   EXPECT_EQ(f.fix,
             "select OpenBLAS: update-alternatives --set libblas.so.3-x86_64-linux-gnu "
             "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3");
+}
 
+TEST(DoctorChecks, OpenBlasOnKernelsWithoutAvx2OnAnAvx2CpuIsAProblem) {
   BlasLibrary openblas;
   openblas.kind = BlasKind::kOpenBlas;
   openblas.variant = "pthread";
   openblas.resolved = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3";
   openblas.config = "OpenBLAS 0.3.21 DYNAMIC_ARCH";
-  f = cli::diagnose_blas(openblas, "");
+  openblas.core = "SkylakeX";
+  Finding f = cli::diagnose_blas(openblas, "", {"avx2", "avx512f"});
   EXPECT_FALSE(f.problem);
-  EXPECT_EQ(f.value, "OpenBLAS (pthread)");
+  EXPECT_EQ(f.value, "OpenBLAS (pthread, SkylakeX kernels)");
   EXPECT_NE(f.detail.find("OpenBLAS 0.3.21"), std::string::npos);
+
+  openblas.core = "Prescott";  // DYNAMIC_ARCH's fallback for a CPU it does not know
+  f = cli::diagnose_blas(openblas, "", {"avx2", "avx512f"});
+  EXPECT_TRUE(f.problem);
+  EXPECT_NE(f.detail.find("did not recognise this CPU"), std::string::npos) << f.detail;
+  EXPECT_EQ(f.fix.rfind("export OPENBLAS_CORETYPE=SkylakeX ", 0), 0u) << f.fix;
+  f = cli::diagnose_blas(openblas, "", {"avx2"});
+  EXPECT_EQ(f.fix.rfind("export OPENBLAS_CORETYPE=Haswell ", 0), 0u) << f.fix;
+  EXPECT_FALSE(cli::diagnose_blas(openblas, "", {"sse3"}).problem);  // right for an old CPU
 }
 
 TEST(DoctorChecks, LittleMemoryIsAProblem) {
   EXPECT_FALSE(cli::memory_finding({8LL << 30, 6LL << 30}).problem);
   const Finding low = cli::memory_finding({8LL << 30, 512LL << 20});
   EXPECT_TRUE(low.problem);
-  EXPECT_EQ(low.value, "8.00 GiB total, 512.00 MiB available");
+  EXPECT_EQ(low.value, "8.00 GiB total, 512.0 MiB available");
   EXPECT_NE(low.fix.find("memory.budget"), std::string::npos);
 }
 

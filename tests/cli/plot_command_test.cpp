@@ -51,7 +51,7 @@ class PlotCommand : public ::testing::Test {
 testing::TempDir* PlotCommand::dir_ = nullptr;
 
 TEST_F(PlotCommand, TrainWroteItsChartsAndPlotRedrawsThemForOneRun) {
-  for (const char* name : {"loss.svg", "lr.svg", "memory.svg", "throughput.svg"})
+  for (const char* name : {"loss.svg", "accuracy.svg", "lr.svg", "memory.svg", "throughput.svg"})
     EXPECT_TRUE(fs::exists(fs::path(path("run-a")) / "charts" / name)) << name;
   const std::string out = path("one");
   const Result r = run("plot '" + path("run-a") + "' --out '" + out + "'");
@@ -65,7 +65,7 @@ TEST_F(PlotCommand, TrainWroteItsChartsAndPlotRedrawsThemForOneRun) {
     EXPECT_EQ(text.rfind("<?xml", 0), 0u);
     EXPECT_NE(text.find("bigbatch run run-a"), std::string::npos);
   }
-  EXPECT_FALSE(fs::exists(fs::path(out) / "accuracy.svg"));  // a GPT has no accuracy
+  expect_well_formed(fs::path(out) / "accuracy.svg");  // the GPT's next-byte accuracy
   const std::string loss = testing::read_file(fs::path(out) / "loss.svg");
   EXPECT_EQ(count(loss, "<polyline"), 2u);
   EXPECT_NE(loss.find(">train</text>"), std::string::npos) << loss;

@@ -31,6 +31,8 @@ TEST(BlasLibrary, LibTorchCallsOpenBlasHere) {
   EXPECT_EQ(blas.kind, BlasKind::kOpenBlas) << blas.path << " -> " << blas.resolved;
   EXPECT_EQ(blas.variant, "pthread") << blas.resolved;
   EXPECT_EQ(blas.config.rfind("OpenBLAS ", 0), 0u) << blas.config;
+  EXPECT_FALSE(blas.core.empty());
+  EXPECT_NE(blas.config.find(blas.core), std::string::npos) << blas.config << " / " << blas.core;
 }
 
 }  // namespace

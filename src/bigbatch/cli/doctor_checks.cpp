@@ -5,6 +5,7 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -58,6 +59,16 @@ std::string env_or(const char* name, const std::string& otherwise) {
 /// "x86_64-linux-gnu" from "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3".
 std::string multiarch_of(const std::string& blas_path) {
   return fs::path(blas_path).parent_path().parent_path().filename().string();
+}
+
+/// Whether an OpenBLAS core name (openblas_get_corename) is an x86 kernel set without AVX2.
+bool is_pre_avx2_core(std::string core) {
+  for (char& c : core)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::set<std::string> kOld = {"katmai",     "coppermine", "northwood",  "prescott",
+                                             "banias",     "atom",       "core2",      "penryn",
+                                             "dunnington", "nehalem",    "sandybridge"};
+  return kOld.count(core) > 0;
 }
 
 Finding problem(std::string topic, std::string value, std::string detail, std::string fix) {
@@ -168,7 +179,8 @@ Finding threads_finding(const ThreadSettings& at_start, int cores) {
           false, ""};
 }
 
-Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative) {
+Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative,
+                      const std::set<std::string>& cpu_flags) {
   std::string detail = blas.resolved;
   if (!blas.config.empty())
     detail += " (" + blas.config + ")";
@@ -183,8 +195,21 @@ Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative) {
     return {"blas", "none found as a shared library",
             "no loaded library provides sgemm_ (LibTorch may carry its own BLAS)", false, ""};
   std::string value = to_string(blas.kind);
-  if (!blas.variant.empty())
-    value += " (" + blas.variant + ")";
+  if (!blas.variant.empty() || !blas.core.empty()) {
+    value += " (" + blas.variant + (blas.variant.empty() || blas.core.empty() ? "" : ", ") +
+             (blas.core.empty() ? "" : blas.core + " kernels") + ")";
+  }
+  if (cpu_flags.count("avx2") > 0 && is_pre_avx2_core(blas.core)) {
+    const std::string core_type = cpu_flags.count("avx512f") > 0 ? "SkylakeX" : "Haswell";
+    return problem(
+        "blas", value,
+        cat("OpenBLAS did not recognise this CPU (common in virtual machines) and runs "
+            "its ",
+            blas.core, " kernels, without AVX2: fp32 matmuls are several times slower; ", detail),
+        cat("export OPENBLAS_CORETYPE=", core_type,
+            " before starting bigbatch (the kernels for this CPU's ",
+            cpu_flags.count("avx512f") > 0 ? "avx512f" : "avx2", ")"));
+  }
   return {"blas", value, detail, false, ""};
 }
 

@@ -49,10 +49,12 @@ Finding threads_finding(const ThreadSettings& at_start, int cores);
 /// it is installed; "" otherwise.
 std::string openblas_alternative(const BlasLibrary& blas);
 
-/// The BLAS LibTorch calls. The reference BLAS is a problem: the fix installs
-/// libopenblas0-pthread or, when `alternative` (openblas_alternative) is not empty, selects it
-/// with update-alternatives.
-Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative);
+/// The BLAS LibTorch calls, with OpenBLAS's threading variant and kernels. Problems: the
+/// reference BLAS (fix: install libopenblas0-pthread or, when `alternative` (openblas_alternative)
+/// is not empty, select it with update-alternatives), and OpenBLAS running kernels without AVX2
+/// on a CPU whose `cpu_flags` have avx2 (fix: OPENBLAS_CORETYPE).
+Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative,
+                      const std::set<std::string>& cpu_flags);
 
 /// A timed (n x n) x (n x n) product, fp32 with training's fp32 threads or bf16 with its bf16
 /// threads (see measure_matmul). Never a problem: the BLAS and CPU findings say why it is slow.

@@ -28,16 +28,17 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   const ThreadSettings at_start{torch::get_num_threads(), blas_threads(), MatmulBackend::kBlas};
   const std::string show_config = at::show_config();
   const std::string cpuinfo = io::read_file_or_empty("/proc/cpuinfo");
+  const std::set<std::string> cpu_flags = parse_cpu_flags(cpuinfo);
   const BlasLibrary blas = loaded_blas();
 
   std::vector<Finding> findings = {
       libtorch_finding(show_config),
       diagnose_cuda(cuda_facts(show_config)),
       threads_finding(at_start, available_cores()),
-      diagnose_blas(blas, openblas_alternative(blas)),
+      diagnose_blas(blas, openblas_alternative(blas), cpu_flags),
       matmul_finding(torch::kFloat, options.matmul_seconds),
       matmul_finding(torch::kBFloat16, options.matmul_seconds),
-      cpu_bf16_finding(parse_cpu_flags(cpuinfo), parse_cpu_model(cpuinfo)),
+      cpu_bf16_finding(cpu_flags, parse_cpu_model(cpuinfo)),
       memory_finding(parse_meminfo(io::read_file_or_empty("/proc/meminfo"))),
   };
   for (Finding& finding : dataset_findings(DatasetLocations()))

@@ -12,7 +12,7 @@ bool contains(const std::string& text, const char* part) {
   return text.find(part) != std::string::npos;
 }
 
-using GetConfig = char* (*)();
+using GetString = char* (*)();
 
 }  // namespace
 
@@ -71,11 +71,13 @@ BlasLibrary loaded_blas() {
       blas.variant = variant;
   }
   // Debian's .../openblas-pthread/libblas.so.3 forwards to libopenblas.so.0, which holds the
-  // configuration string; look it up from the library that provides sgemm_ (its dependencies
-  // included).
+  // configuration string and core name; look them up from the library that provides sgemm_ (its
+  // dependencies included).
   if (void* handle = dlopen(blas.path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
-    if (const auto get = reinterpret_cast<GetConfig>(dlsym(handle, "openblas_get_config")))
+    if (const auto get = reinterpret_cast<GetString>(dlsym(handle, "openblas_get_config")))
       blas.config = get();
+    if (const auto get = reinterpret_cast<GetString>(dlsym(handle, "openblas_get_corename")))
+      blas.core = get();
     dlclose(handle);
   }
   return blas;

@@ -34,6 +34,9 @@ struct BlasLibrary {
   /// "openmp", "serial"), where known.
   std::string config;
   std::string variant;
+  /// OpenBLAS only: the kernels it chose for this CPU, openblas_get_corename() ("skylakex",
+  /// "haswell", "prescott": the fallback of a DYNAMIC_ARCH build for a CPU it does not recognise).
+  std::string core;
 };
 
 /// Finds the library that provides the sgemm_ symbol LibTorch calls (dlsym + dladdr) and what it

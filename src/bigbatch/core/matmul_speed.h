@@ -17,7 +17,7 @@ struct MatmulSpeed {
 
 /// Times torch::mm of two n x n matrices of `dtype` on the CPU with the thread settings in effect
 /// for about `seconds` (at least one product, after a warm-up one). n starts at 256 and doubles
-/// up to 1024 while one product takes under 20 ms, so a slow path (bf16 without hardware support)
+/// up to 1024 while one product takes under 100 ms, so a slow path (bf16 without hardware support)
 /// is measured on a smaller size instead of taking minutes.
 MatmulSpeed measure_matmul(torch::Dtype dtype, double seconds);
 

@@ -13,17 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kTinyGpt =
-    "-s gpt.layers=1 -s gpt.embed=16 -s gpt.heads=2 -s gpt.context=16 -s batch.global_batch=16 "
-    "-s batch.micro_batch=8 -s data.split_block=512 -s train.eval_every=2 -s train.eval_samples=32 "
-    "-s sample.bytes=0 -s train.threads=1 -s train.blas_threads=1";
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
-    ++n;
-  return n;
-}
+using testing::count_occurrences;
 
 /// Whether xmllint (Debian's libxml2-utils) finds the file well-formed XML.
 void expect_well_formed(const fs::path& svg) {
@@ -37,7 +27,7 @@ class PlotCommand : public ::testing::Test {
     dir_ = new testing::TempDir;
     const fs::path corpus = dir_->write("corpus.txt", small_corpus());
     for (const char* name : {"run-a", "run-b"}) {
-      const Result r = run("train -s data.path='" + corpus.string() + "' " + kTinyGpt +
+      const Result r = run("train -s data.path='" + corpus.string() + "' " + tiny_gpt_settings() +
                            " -s optim.lr=" + (name == std::string("run-a") ? "0.001" : "0.003") +
                            " --steps 4 --run-dir '" + (dir_->path() / name).string() + "'");
       ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -67,10 +57,10 @@ TEST_F(PlotCommand, TrainWroteItsChartsAndPlotRedrawsThemForOneRun) {
   }
   expect_well_formed(fs::path(out) / "accuracy.svg");  // the GPT's next-byte accuracy
   const std::string loss = testing::read_file(fs::path(out) / "loss.svg");
-  EXPECT_EQ(count(loss, "<polyline"), 2u);
+  EXPECT_EQ(count_occurrences(loss, "<polyline"), 2u);
   EXPECT_NE(loss.find(">train</text>"), std::string::npos) << loss;
   EXPECT_NE(loss.find(">validation</text>"), std::string::npos);
-  EXPECT_EQ(count(loss, "<circle"), 4u + 3u);  // steps 1-4, evaluations at 0, 2, 4
+  EXPECT_EQ(count_occurrences(loss, "<circle"), 4u + 3u);  // steps 1-4, evaluations at 0, 2, 4
   EXPECT_NE(testing::read_file(fs::path(out) / "throughput.svg").find("tokens per second"),
             std::string::npos);
   EXPECT_EQ(testing::read_file(fs::path(path("run-a")) / "charts" / "loss.svg"), loss);
@@ -85,7 +75,8 @@ TEST_F(PlotCommand, SeveralRunsAreOverlaidWithALegend) {
     expect_well_formed(svg);
     const std::string text = testing::read_file(svg);
     EXPECT_NE(text.find("bigbatch runs run-a, run-b"), std::string::npos) << name;
-    EXPECT_EQ(count(text, "<polyline"), name == std::string("loss.svg") ? 4u : 2u) << name;
+    EXPECT_EQ(count_occurrences(text, "<polyline"), name == std::string("loss.svg") ? 4u : 2u)
+        << name;
   }
   const std::string loss = testing::read_file(fs::path(out) / "loss.svg");
   for (const char* legend :

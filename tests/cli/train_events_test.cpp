@@ -14,11 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kTinyGpt =
-    "-s gpt.layers=1 -s gpt.embed=16 -s gpt.heads=2 -s gpt.context=16 -s batch.global_batch=16 "
-    "-s batch.micro_batch=8 -s data.split_block=512 -s train.eval_every=2 -s train.eval_samples=32 "
-    "-s sample.bytes=0 -s train.threads=1 -s train.blas_threads=1 -s checkpoint.every=2";
-
 /// The scalars of every event of a file by step: tag -> value.
 std::map<int64_t, std::map<std::string, float>> scalars_by_step(
     const std::vector<testing::DecodedEvent>& events) {
@@ -30,23 +25,16 @@ std::map<int64_t, std::map<std::string, float>> scalars_by_step(
   return by_step;
 }
 
-std::vector<testing::DecodedEvent> decode_file(const fs::path& path) {
-  std::vector<testing::DecodedEvent> events;
-  for (const std::string& record : testing::read_tfevents(path))
-    events.push_back(testing::decode_event(record));
-  return events;
-}
-
 TEST(TrainEvents, EveryStepAndEvaluationIsInTheEventFileAndAResumeStartsANewOne) {
   const testing::TempDir dir;
   const fs::path corpus = dir.write("corpus.txt", small_corpus());
   const std::string run_dir = (dir.path() / "run").string();
-  const Result r = run("train -s data.path='" + corpus.string() + "' " + kTinyGpt +
+  const Result r = run("train -s data.path='" + corpus.string() + "' " + tiny_gpt_settings() +
                        " --steps 4 --run-dir '" + run_dir + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<fs::path> files = testing::event_files(run_dir);
   ASSERT_EQ(files.size(), 1u);
-  std::vector<testing::DecodedEvent> events = decode_file(files[0]);
+  std::vector<testing::DecodedEvent> events = testing::decode_tfevents(files[0]);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
   auto by_step = scalars_by_step(events);
@@ -69,7 +57,7 @@ TEST(TrainEvents, EveryStepAndEvaluationIsInTheEventFileAndAResumeStartsANewOne)
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   files = testing::event_files(run_dir);
   ASSERT_EQ(files.size(), 2u);
-  events = decode_file(files[1]);
+  events = testing::decode_tfevents(files[1]);
   ASSERT_GE(events.size(), 3u);
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
   EXPECT_EQ(events[1].session_status, 1) << events[1].text;

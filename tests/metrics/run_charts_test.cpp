@@ -5,18 +5,15 @@
 
 #include <cmath>
 
+#include "support/test_support.h"
+
 namespace bigbatch {
 namespace {
 
 using metrics::ChartFile;
 using metrics::RunCurves;
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
-    ++n;
-  return n;
-}
+using testing::count_occurrences;
 
 /// A run of `steps` windows (per token when `tokens`), evaluated every 5 steps.
 RunCurves run(const std::string& label, int64_t steps, bool tokens, bool accuracy) {
@@ -71,11 +68,12 @@ TEST(RunCharts, OneRunHasTrainingAndValidationLossLrMemoryAndThroughput) {
   EXPECT_EQ(names(files),
             (std::vector<std::string>{"loss.svg", "lr.svg", "memory.svg", "throughput.svg"}));
   const std::string& loss = file(files, "loss.svg").svg;
-  EXPECT_EQ(count(loss, "<polyline"), 2u);
+  EXPECT_EQ(count_occurrences(loss, "<polyline"), 2u);
   EXPECT_NE(loss.find(">train</text>"), std::string::npos) << loss;
   EXPECT_NE(loss.find(">validation</text>"), std::string::npos);
-  EXPECT_EQ(count(loss, "stroke-dasharray"), 2u);  // validation: its line and legend entry
-  EXPECT_EQ(count(loss, "<circle"), 24u);          // 20 steps + 4 evaluations
+  EXPECT_EQ(count_occurrences(loss, "stroke-dasharray"),
+            2u);                                       // validation: its line and legend entry
+  EXPECT_EQ(count_occurrences(loss, "<circle"), 24u);  // 20 steps + 4 evaluations
   EXPECT_NE(file(files, "throughput.svg").svg.find("tokens per second"), std::string::npos);
   EXPECT_NE(file(files, "memory.svg").svg.find(">4</text>"), std::string::npos);  // 4 MiB tick
 }
@@ -86,18 +84,19 @@ TEST(RunCharts, SeveralRunsAreOverlaidInTheirOwnColoursWithTheirLabels) {
   EXPECT_EQ(names(files), (std::vector<std::string>{"loss.svg", "accuracy.svg", "lr.svg",
                                                     "memory.svg", "throughput.svg"}));
   const std::string& loss = file(files, "loss.svg").svg;
-  EXPECT_EQ(count(loss, "<polyline"), 4u);
+  EXPECT_EQ(count_occurrences(loss, "<polyline"), 4u);
   EXPECT_NE(loss.find(">gpt-a train (mean of 4 steps)</text>"), std::string::npos) << loss;
   EXPECT_NE(loss.find(">gpt-a validation</text>"), std::string::npos);
   EXPECT_NE(loss.find(">resnet-b train</text>"), std::string::npos);
   EXPECT_NE(loss.find(">resnet-b validation</text>"), std::string::npos);
-  EXPECT_EQ(count(loss, "stroke=\"#1f77b4\""), 4u);  // gpt-a: train and validation, with legend
-  EXPECT_EQ(count(loss, "stroke=\"#d62728\""), 4u);  // resnet-b
+  EXPECT_EQ(count_occurrences(loss, "stroke=\"#1f77b4\""),
+            4u);  // gpt-a: train and validation, with legend
+  EXPECT_EQ(count_occurrences(loss, "stroke=\"#d62728\""), 4u);  // resnet-b
   const std::string& throughput = file(files, "throughput.svg").svg;
   EXPECT_NE(throughput.find("tokens or samples"), std::string::npos);
   EXPECT_NE(throughput.find(">gpt-a (tokens/s)</text>"), std::string::npos);
   EXPECT_NE(throughput.find(">resnet-b (samples/s)</text>"), std::string::npos);
-  EXPECT_EQ(count(file(files, "lr.svg").svg, "<polyline"), 2u);
+  EXPECT_EQ(count_occurrences(file(files, "lr.svg").svg, "<polyline"), 2u);
 }
 
 TEST(RunCharts, SkippedWindowsAreLeftOut) {
@@ -105,7 +104,7 @@ TEST(RunCharts, SkippedWindowsAreLeftOut) {
   r.history.windows[1].skipped = true;
   r.history.windows[1].loss = NAN;
   const std::string lr = file(metrics::render_run_charts({r}, "t"), "lr.svg").svg;
-  EXPECT_EQ(count(lr, "<circle"), 2u);
+  EXPECT_EQ(count_occurrences(lr, "<circle"), 2u);
 }
 
 }  // namespace

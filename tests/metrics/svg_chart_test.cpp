@@ -4,18 +4,15 @@
 
 #include <cmath>
 
+#include "support/test_support.h"
+
 namespace bigbatch {
 namespace {
 
 using metrics::ChartPanel;
 using metrics::Series;
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
-    ++n;
-  return n;
-}
+using testing::count_occurrences;
 
 TEST(SvgChart, DrawsEveryPointLineAndLegendEntry) {
   ChartPanel memory{"peak memory", "micro-batch", "MiB", true, {}};
@@ -26,8 +23,8 @@ TEST(SvgChart, DrawsEveryPointLineAndLegendEntry) {
   const std::string svg = metrics::render_svg({memory, speed}, "bench & memory");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("width=\"960\""), std::string::npos);
-  EXPECT_EQ(count(svg, "<polyline"), 3u);
-  EXPECT_EQ(count(svg, "<circle"), 11u);                          // the NaN point is skipped
+  EXPECT_EQ(count_occurrences(svg, "<polyline"), 3u);
+  EXPECT_EQ(count_occurrences(svg, "<circle"), 11u);              // the NaN point is skipped
   EXPECT_NE(svg.find("blocks &lt;ckpt&gt;"), std::string::npos);  // escaped
   EXPECT_NE(svg.find("bench &amp; memory"), std::string::npos);
   EXPECT_NE(svg.find(">8</text>"), std::string::npos);  // a power-of-two tick
@@ -49,9 +46,10 @@ TEST(SvgChart, ChosenColourDashesAndNoDotsOnLongSeries) {
   panel.series.push_back({"long", xs, xs, 2, false});
   panel.series.push_back({"val", {1, 2}, {1, 2}, 2, true});
   const std::string svg = metrics::render_svg({panel}, "t");
-  EXPECT_EQ(count(svg, "<circle"), 2u);                   // only the short series has dots
-  EXPECT_EQ(count(svg, "stroke=\"#2ca02c\""), 4u);        // palette colour 2, legend included
-  EXPECT_EQ(count(svg, "stroke-dasharray=\"6,4\""), 2u);  // the dashed line and its legend
+  EXPECT_EQ(count_occurrences(svg, "<circle"), 2u);             // only the short series has dots
+  EXPECT_EQ(count_occurrences(svg, "stroke=\"#2ca02c\""), 4u);  // palette colour 2, legend included
+  EXPECT_EQ(count_occurrences(svg, "stroke-dasharray=\"6,4\""),
+            2u);  // the dashed line and its legend
 }
 
 }  // namespace

@@ -21,13 +21,6 @@ metrics::WindowRecord window(int64_t step) {
   return r;
 }
 
-std::vector<testing::DecodedEvent> events_of(const std::string& path) {
-  std::vector<testing::DecodedEvent> events;
-  for (const std::string& record : testing::read_tfevents(path))
-    events.push_back(testing::decode_event(record));
-  return events;
-}
-
 TEST(TensorBoardSink, WritesWindowAndEvaluationScalarsAtTheirSteps) {
   const testing::TempDir dir;
   std::string path;
@@ -46,7 +39,7 @@ TEST(TensorBoardSink, WritesWindowAndEvaluationScalarsAtTheirSteps) {
     sink.on_window(window(2));
     sink.on_eval({2, 1.25, 32, 2048, 0.1, 0.625});
   }
-  const std::vector<testing::DecodedEvent> events = events_of(path);
+  const std::vector<testing::DecodedEvent> events = testing::decode_tfevents(path);
   ASSERT_EQ(events.size(), 6u);
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
 
@@ -91,7 +84,7 @@ TEST(TensorBoardSink, SampleLossesLeaveOutTokensAndAResumedRunStartsANewFileWith
     resumed.on_window(window(41));
   }
   ASSERT_EQ(testing::event_files(dir.path()).size(), 2u);
-  const std::vector<testing::DecodedEvent> events = events_of(path);
+  const std::vector<testing::DecodedEvent> events = testing::decode_tfevents(path);
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
   EXPECT_EQ(events[1].session_status, 1) << events[1].text;  // START: later steps are replaced

@@ -154,6 +154,14 @@ inline DecodedEvent decode_event(const std::string& message) {
   return event;
 }
 
+/// Every event of an event file, decoded (records checked as read_tfevents does).
+inline std::vector<DecodedEvent> decode_tfevents(const std::filesystem::path& path) {
+  std::vector<DecodedEvent> events;
+  for (const std::string& record : read_tfevents(path))
+    events.push_back(decode_event(record));
+  return events;
+}
+
 /// The event files (events.out.tfevents.*) in `directory`, sorted by name.
 inline std::vector<std::filesystem::path> event_files(const std::filesystem::path& directory) {
   std::vector<std::filesystem::path> files;

@@ -50,4 +50,11 @@ std::string read_file(const std::filesystem::path& path) {
   return content.str();
 }
 
+size_t count_occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
 }  // namespace bigbatch::testing

@@ -47,4 +47,7 @@ std::string input_error_of(Action action) {
 /// Reads a whole file into a string (throws if it cannot be opened).
 std::string read_file(const std::filesystem::path& path);
 
+/// How often `what` occurs in `text` (overlapping occurrences counted).
+size_t count_occurrences(const std::string& text, const std::string& what);
+
 }  // namespace bigbatch::testing

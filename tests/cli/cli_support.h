@@ -16,9 +16,9 @@ struct Result {
   std::string output;  ///< stdout and stderr together
 };
 
-/// Runs `bigbatch ARGUMENTS` (the binary under test, BIGBATCH_CLI_PATH) through the shell.
-inline Result run(const std::string& arguments) {
-  const std::string command = std::string(BIGBATCH_CLI_PATH) + " " + arguments + " 2>&1";
+/// Runs `command` through the shell, its stderr joined to its stdout.
+inline Result run_shell(const std::string& shell_command) {
+  const std::string command = shell_command + " 2>&1";
   Result result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr)
@@ -30,6 +30,11 @@ inline Result run(const std::string& arguments) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+/// Runs `bigbatch ARGUMENTS` (the binary under test, BIGBATCH_CLI_PATH) through the shell.
+inline Result run(const std::string& arguments) {
+  return run_shell(std::string(BIGBATCH_CLI_PATH) + " " + arguments);
 }
 
 /// About 40 KB of varied English text.

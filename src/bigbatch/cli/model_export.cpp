@@ -42,8 +42,7 @@ std::vector<torch::Tensor> match_tensors(const std::vector<io::NamedTensor>& wan
     BB_CHECK_INPUT(other.sizes() == tensor.sizes(), origin, ": tensor \"", name, "\" has shape ",
                    shape_text(other), ", the ", model, " needs ", shape_text(tensor));
     BB_CHECK_INPUT(other.scalar_type() == tensor.scalar_type(), origin, ": tensor \"", name,
-                   "\" has dtype ", other.scalar_type(), ", the ", model, " needs ",
-                   tensor.scalar_type());
+                   "\" has dtype ", other.dtype(), ", the ", model, " needs ", tensor.dtype());
     matched.push_back(other);
     by_name.erase(found);
   }

@@ -73,13 +73,16 @@ std::string model_words(const ModelSpec& spec) { return cat(to_string(spec.kind)
 
 std::vector<io::NamedTensor> state_tensors(const torch::nn::Module& module) {
   std::vector<io::NamedTensor> tensors;
-  for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
-    const std::string prefix = item.key().empty() ? "" : item.key() + ".";
-    for (const auto& parameter : item.value()->named_parameters(/*recurse=*/false))
+  const auto append_own = [&tensors](const torch::nn::Module& owner, const std::string& prefix) {
+    for (const auto& parameter : owner.named_parameters(/*recurse=*/false))
       tensors.emplace_back(prefix + parameter.key(), parameter.value());
-    for (const auto& buffer : item.value()->named_buffers(/*recurse=*/false))
+    for (const auto& buffer : owner.named_buffers(/*recurse=*/false))
       tensors.emplace_back(prefix + buffer.key(), buffer.value());
-  }
+  };
+  append_own(module, "");
+  // Without include_self, which would need `module` to be held by a shared_ptr.
+  for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/false))
+    append_own(*item.value(), item.key() + ".");
   return tensors;
 }
 

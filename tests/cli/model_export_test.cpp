@@ -131,12 +131,15 @@ TEST_F(ModelExport, LoadsBackBitwiseInEvalModeWithoutTouchingTheGenerator) {
   }
 }
 
-TEST_F(ModelExport, Float64ModelsExportFloat64) {
-  cli::ModelSpec spec = testing::small_spec(ModelKind::kMlp);
+TEST_F(ModelExport, Float64ModelsExportFloat64AndKeepInt64Counters) {
+  cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
   spec.float64 = true;
-  const std::string out = path("mlp64.safetensors");
+  const std::string out = path("resnet64.safetensors");
   cli::export_model(*testing::trained_model(spec, 2).module, spec, out);
-  EXPECT_EQ(io::read_safetensors(out).find("head.weight")->scalar_type(), torch::kFloat64);
+  const io::Safetensors file = io::read_safetensors(out);
+  EXPECT_EQ(file.find("head.weight")->scalar_type(), torch::kFloat64);
+  EXPECT_EQ(file.find("stem_norm.running_var")->scalar_type(), torch::kFloat64);
+  EXPECT_EQ(file.find("stem_norm.num_batches_tracked")->scalar_type(), torch::kLong);
   EXPECT_EQ(cli::load_exported(out).model.module->parameters()[0].scalar_type(), torch::kFloat64);
 }
 

@@ -235,6 +235,18 @@ ModelKind parse_kind(const std::string& text, const std::string& where) {
   throw InputError(cat(where, ".kind must be one of gpt|mlp|resnet|bert, got \"", text, "\""));
 }
 
+/// Converts the floating-point parameters and buffers of `module` to `dtype`, as PyTorch's
+/// Module.to(dtype) does. LibTorch's Module::to(dtype) converts every tensor, so it would turn
+/// BatchNorm's int64 num_batches_tracked into a floating-point buffer.
+void to_floating_dtype(torch::nn::Module& module, torch::Dtype dtype) {
+  for (std::vector<torch::Tensor> tensors : {module.parameters(), module.buffers()}) {
+    for (torch::Tensor& tensor : tensors) {
+      if (tensor.is_floating_point() && tensor.scalar_type() != dtype)
+        tensor.set_data(tensor.to(dtype));
+    }
+  }
+}
+
 }  // namespace
 
 int64_t ModelSpec::classes() const {
@@ -341,7 +353,7 @@ BuiltModel build_model(const ModelSpec& spec) {
       built.forward = engine::forward_of(built.bert);
       break;
   }
-  built.module->to(spec.dtype());
+  to_floating_dtype(*built.module, spec.dtype());
   return built;
 }
 

@@ -91,7 +91,9 @@ struct BuiltModel {
 };
 
 /// Builds the spec's model, initialised from the current torch seed (drawing exactly what the
-/// model's constructor draws) and converted to its dtype, in training mode. The same spec and
+/// model's constructor draws), its floating-point parameters and buffers converted to the spec's
+/// dtype (integer buffers such as BatchNorm's num_batches_tracked stay int64, as in PyTorch), in
+/// training mode. The same spec and
 /// seed give the same parameter names, shapes and values.
 BuiltModel build_model(const ModelSpec& spec);
 

@@ -49,7 +49,9 @@ class ExportRoundTrip : public ::testing::Test {
   testing::TempDir dir_;
 };
 
-TEST_F(ExportRoundTrip, Gpt) { check(testing::small_spec(cli::ModelKind::kGpt)); }
+TEST_F(ExportRoundTrip, Gpt) {
+  check(testing::small_spec(cli::ModelKind::kGpt));
+}
 
 TEST_F(ExportRoundTrip, GptInFloat64) {
   cli::ModelSpec spec = testing::small_spec(cli::ModelKind::kGpt);
@@ -57,7 +59,9 @@ TEST_F(ExportRoundTrip, GptInFloat64) {
   check(spec);
 }
 
-TEST_F(ExportRoundTrip, Mlp) { check(testing::small_spec(cli::ModelKind::kMlp)); }
+TEST_F(ExportRoundTrip, Mlp) {
+  check(testing::small_spec(cli::ModelKind::kMlp));
+}
 
 TEST_F(ExportRoundTrip, ResNetWithBatchNormRunningStatistics) {
   check(testing::small_spec(cli::ModelKind::kResnet, nn::NormKind::kBatch));
@@ -67,7 +71,9 @@ TEST_F(ExportRoundTrip, ResNetWithGroupNorm) {
   check(testing::small_spec(cli::ModelKind::kResnet, nn::NormKind::kGroup));
 }
 
-TEST_F(ExportRoundTrip, BertWithPadding) { check(testing::small_spec(cli::ModelKind::kBert)); }
+TEST_F(ExportRoundTrip, BertWithPadding) {
+  check(testing::small_spec(cli::ModelKind::kBert));
+}
 
 }  // namespace
 }  // namespace bigbatch

@@ -95,7 +95,8 @@ TEST_F(InferenceCommands, PredictClassifiesIdxImagesRawAndGzipped) {
   torch::manual_seed(3);
   const torch::Tensor images = torch::randint(0, 256, {3, 3, 8, 8}, torch::kByte);  // (N, C, H, W)
   const std::string idx = dir_.write("images.idx", data::idx_bytes(images)).string();
-  const std::string gz = dir_.write("images.idx.gz", testing::gzip(data::idx_bytes(images))).string();
+  const std::string gz =
+      dir_.write("images.idx.gz", testing::gzip(data::idx_bytes(images))).string();
   const Result result = run("predict " + model + " --input " + idx + " --top 2");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(run("predict " + model + " --input " + gz + " --top 2").output, result.output);
@@ -122,10 +123,10 @@ TEST_F(InferenceCommands, PredictClassifiesIdxImagesRawAndGzipped) {
 
 TEST_F(InferenceCommands, PredictClassifiesFortuneSeparatedTexts) {
   const std::string model = exported(testing::small_spec(ModelKind::kBert), "bert");
-  const std::string texts =
-      dir_.write("texts.txt", "A first fortune,\nover two lines.\n%\nShort.\n%\n%\nThird, "
-                              "longer than the context of twelve bytes.\n")
-          .string();
+  const std::string texts = dir_.write("texts.txt",
+                                       "A first fortune,\nover two lines.\n%\nShort.\n%\n%\nThird, "
+                                       "longer than the context of twelve bytes.\n")
+                                .string();
   const Result result = run("predict " + model + " --input " + texts);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const std::vector<std::string> lines = lines_of(result.output);
@@ -170,8 +171,7 @@ TEST_F(InferenceCommands, PredictRejectsBadInputs) {
   for (const auto& [arguments, message] : cases) {
     const Result result = run(arguments);
     EXPECT_EQ(result.exit_code, 2) << arguments << "\n" << result.output;
-    EXPECT_NE(result.output.find(message), std::string::npos) << arguments << "\n"
-                                                              << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << arguments << "\n" << result.output;
   }
   const std::string bert = exported(testing::small_spec(ModelKind::kBert), "bert");
   const std::string empty = dir_.write("empty.txt", "%\n  \n%\n").string();

@@ -51,17 +51,11 @@ TEST_F(ModelExport, StateTensorsHavePyTorchNamesInStateDictOrder) {
   torch::manual_seed(1);
   const cli::BuiltModel gpt = cli::build_model(testing::small_spec(ModelKind::kGpt));
   const std::vector<std::string> names = names_of(cli::state_tensors(*gpt.module));
-  const std::vector<std::string> first = {"tok_embed.weight",
-                                          "pos_embed.weight",
-                                          "blocks.0.ln1.weight",
-                                          "blocks.0.ln1.bias",
-                                          "blocks.0.attn.qkv.weight",
-                                          "blocks.0.attn.qkv.bias",
-                                          "blocks.0.attn.proj.weight",
-                                          "blocks.0.attn.proj.bias",
-                                          "blocks.0.ln2.weight",
-                                          "blocks.0.ln2.bias",
-                                          "blocks.0.mlp.fc.weight"};
+  const std::vector<std::string> first = {
+      "tok_embed.weight",          "pos_embed.weight",         "blocks.0.ln1.weight",
+      "blocks.0.ln1.bias",         "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
+      "blocks.0.attn.proj.weight", "blocks.0.attn.proj.bias",  "blocks.0.ln2.weight",
+      "blocks.0.ln2.bias",         "blocks.0.mlp.fc.weight"};
   ASSERT_GE(names.size(), first.size());
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + first.size()), first);
   EXPECT_EQ(names.back(), "head.weight");
@@ -69,10 +63,10 @@ TEST_F(ModelExport, StateTensorsHavePyTorchNamesInStateDictOrder) {
 
   const cli::BuiltModel resnet = cli::build_model(testing::small_spec(ModelKind::kResnet));
   const std::vector<std::string> resnet_names = names_of(cli::state_tensors(*resnet.module));
-  const std::vector<std::string> stem = {
-      "stem_conv.weight",        "stem_norm.weight",        "stem_norm.bias",
-      "stem_norm.running_mean",  "stem_norm.running_var",   "stem_norm.num_batches_tracked",
-      "blocks.0.conv1.weight"};
+  const std::vector<std::string> stem = {"stem_conv.weight",      "stem_norm.weight",
+                                         "stem_norm.bias",        "stem_norm.running_mean",
+                                         "stem_norm.running_var", "stem_norm.num_batches_tracked",
+                                         "blocks.0.conv1.weight"};
   EXPECT_EQ(std::vector<std::string>(resnet_names.begin(), resnet_names.begin() + stem.size()),
             stem);
   EXPECT_EQ(resnet_names.size(),
@@ -155,8 +149,8 @@ TEST_F(ModelExport, RefusesAModuleThatIsNotTheSpecsAndAJsonPath) {
             std::string::npos)
       << message;
   EXPECT_FALSE(fs::exists(path("m.safetensors")));
-  message = testing::input_error_of(
-      [&] { cli::export_model(*model.module, wider, path("model.json")); });
+  message =
+      testing::input_error_of([&] { cli::export_model(*model.module, wider, path("model.json")); });
   EXPECT_NE(message.find("ends in .json"), std::string::npos) << message;
 }
 

@@ -134,9 +134,9 @@ TEST(ModelSpec, JsonErrorsNameTheField) {
 
 TEST(ModelSpec, DescribesAResNetFromTheConfigAndTheData) {
   const cli::LoadedData data = image_data(3);
-  const cli::TrainConfig config = config_with({"model.kind=resnet", "resnet.width=8",
-                                               "model.norm_policy=group", "model.dtype=float64",
-                                               "data.train_images=/elsewhere/images.idx"});
+  const cli::TrainConfig config =
+      config_with({"model.kind=resnet", "resnet.width=8", "model.norm_policy=group",
+                   "model.dtype=float64", "data.train_images=/elsewhere/images.idx"});
   const cli::ModelSpec spec = cli::describe_model(config, data);
   EXPECT_EQ(spec.kind, ModelKind::kResnet);
   EXPECT_TRUE(spec.float64);
@@ -213,9 +213,8 @@ TEST(ModelSpec, BuildWorkloadBuildsTheSpecsModel) {
   expect_built_through_spec(config_with({"model.kind=mlp", "model.dtype=float64"}), text);
   expect_built_through_spec(config_with({"model.kind=resnet", "model.norm_policy=ghost"}),
                             image_data(4));
-  const cli::Workload group =
-      cli::build_workload(config_with({"model.kind=resnet", "model.norm_policy=group"}),
-                          image_data(4));
+  const cli::Workload group = cli::build_workload(
+      config_with({"model.kind=resnet", "model.norm_policy=group"}), image_data(4));
   EXPECT_EQ(group.batch_norms, 0);
   EXPECT_NE(group.description.find("group norm (BatchNorm replaced"), std::string::npos);
 }

@@ -50,6 +50,12 @@ class SafetensorsFiles : public ::testing::Test {
     EXPECT_NE(message.find(path), std::string::npos) << message;
     return message;
   }
+  /// Reading `bytes` (as the file `name`) fails with an InputError that names the file and says
+  /// `cause`.
+  void expect_error(const std::string& name, const std::string& bytes, const std::string& cause) {
+    const std::string message = error_of(name, bytes);
+    EXPECT_NE(message.find(cause), std::string::npos) << message;
+  }
   testing::TempDir dir_;
 };
 
@@ -121,8 +127,9 @@ TEST_F(SafetensorsFiles, WriterRejectsBadNamesAndDtypes) {
               io::safetensors_bytes({{"__metadata__", torch::zeros({1})}});
             }).find("cannot be called \"__metadata__\""),
             std::string::npos);
-  const std::string complex = testing::input_error_of(
-      [] { io::safetensors_bytes({{"z", torch::zeros({1}, torch::kComplexFloat)}}); });
+  const std::string complex = testing::input_error_of([] {
+    io::safetensors_bytes({{"z", torch::zeros({1}, torch::kComplexFloat)}});
+  });
   EXPECT_NE(complex.find("tensor \"z\""), std::string::npos) << complex;
   EXPECT_NE(complex.find("supported: F64, F32"), std::string::npos) << complex;
 }
@@ -134,99 +141,77 @@ TEST_F(SafetensorsFiles, MissingFileIsNamed) {
 }
 
 TEST_F(SafetensorsFiles, TruncatedBeforeTheHeaderLength) {
-  const std::string message = error_of("short.safetensors", std::string("\x10\0\0", 3));
-  EXPECT_NE(message.find("fewer than the 8 of the header length"), std::string::npos) << message;
+  expect_error("short.safetensors", std::string("\x10\0\0", 3),
+               "3 bytes, fewer than the 8 of the header length");
 }
 
 TEST_F(SafetensorsFiles, HeaderLengthBeyondTheFile) {
-  const std::string message = error_of("long.safetensors", raw_file("{}", "").substr(0, 9));
-  EXPECT_NE(message.find("header length 2 bytes runs past the end of the file (1 bytes"),
-            std::string::npos)
-      << message;
+  expect_error("long.safetensors", raw_file("{}", "").substr(0, 9),
+               "header length 2 bytes runs past the end of the file (1 bytes");
 }
 
 TEST_F(SafetensorsFiles, HeaderThatIsNotJson) {
-  std::string message = error_of("json.safetensors", raw_file("{\"a\": ", ""));
-  EXPECT_NE(message.find("header is not valid JSON"), std::string::npos) << message;
-  message = error_of("array.safetensors", raw_file("[1, 2]  ", ""));
-  EXPECT_NE(message.find("header must be a JSON object, got array"), std::string::npos) << message;
+  expect_error("json.safetensors", raw_file("{\"a\": ", ""), "header is not valid JSON");
+  expect_error("array.safetensors", raw_file("[1, 2]  ", ""),
+               "header must be a JSON object, got array");
 }
 
 TEST_F(SafetensorsFiles, UnknownDtype) {
-  const std::string message = error_of(
+  expect_error(
       "dtype.safetensors",
-      raw_file(R"({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", "ab"));
-  EXPECT_NE(message.find("tensor \"w\": unknown dtype \"F8_E4M3\" (supported: F64, F32, F16, "
-                         "BF16, I64, I32, I16, I8, U8, BOOL)"),
-            std::string::npos)
-      << message;
+      raw_file(R"({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", "ab"),
+      "tensor \"w\": unknown dtype \"F8_E4M3\" (supported: F64, F32, F16, BF16, I64, I32, I16, "
+      "I8, U8, BOOL)");
 }
 
 TEST_F(SafetensorsFiles, MalformedEntries) {
-  std::string message = error_of(
-      "shape.safetensors",
-      raw_file(R"({"w": {"dtype": "U8", "shape": [-2], "data_offsets": [0, 2]}})", "ab"));
-  EXPECT_NE(message.find("tensor \"w\": shape must hold non-negative integers, got [-2]"),
-            std::string::npos)
-      << message;
-  message = error_of("offsets.safetensors",
-                     raw_file(R"({"w": {"dtype": "U8", "shape": [2], "data_offsets": [0]}})", ""));
-  EXPECT_NE(message.find("no \"data_offsets\" [begin, end]"), std::string::npos) << message;
-  message = error_of(
-      "reversed.safetensors",
-      raw_file(R"({"w": {"dtype": "U8", "shape": [0], "data_offsets": [2, 1]}})", "ab"));
-  EXPECT_NE(message.find("data_offsets [2, 1] end before they begin"), std::string::npos)
-      << message;
-  message = error_of("metadata.safetensors", raw_file(R"({"__metadata__": {"n": 1}})", ""));
-  EXPECT_NE(message.find("\"__metadata__\" entry \"n\" must be a string, got 1"),
-            std::string::npos)
-      << message;
+  const auto one_tensor = [](const std::string& entry) {
+    return raw_file("{\"w\": {" + entry + "}}", "ab");
+  };
+  expect_error("shape.safetensors",
+               one_tensor(R"("dtype": "U8", "shape": [-2], "data_offsets": [0, 2])"),
+               "tensor \"w\": shape must hold non-negative integers, got [-2]");
+  expect_error("offsets.safetensors",
+               one_tensor(R"("dtype": "U8", "shape": [2], "data_offsets": [0])"),
+               "no \"data_offsets\" [begin, end]");
+  expect_error("reversed.safetensors",
+               one_tensor(R"("dtype": "U8", "shape": [0], "data_offsets": [2, 1])"),
+               "data_offsets [2, 1] end before they begin");
+  expect_error("dtypeless.safetensors", one_tensor(R"("shape": [2], "data_offsets": [0, 2])"),
+               "tensor \"w\": header entry has no string \"dtype\"");
+  expect_error("metadata.safetensors", raw_file(R"({"__metadata__": {"n": 1}})", ""),
+               "\"__metadata__\" entry \"n\" must be a string, got 1");
 }
 
 TEST_F(SafetensorsFiles, DataTruncatedOrOffsetsOutOfRange) {
   const std::string whole = io::safetensors_bytes({{"w", torch::zeros({4})}});  // 16 data bytes
-  const std::string message = error_of("cut.safetensors", whole.substr(0, whole.size() - 4));
-  EXPECT_NE(message.find("tensor \"w\": data_offsets [0, 16] run past the end of the data (12 "
-                         "bytes after the header; is the file truncated?)"),
-            std::string::npos)
-      << message;
+  expect_error("cut.safetensors", whole.substr(0, whole.size() - 4),
+               "tensor \"w\": data_offsets [0, 16] run past the end of the data (12 bytes after "
+               "the header; is the file truncated?)");
 }
 
 TEST_F(SafetensorsFiles, OffsetsThatDoNotMatchShapeTimesDtype) {
-  const std::string message = error_of(
-      "size.safetensors",
-      raw_file(R"({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}})",
-               std::string(20, '\0')));
-  EXPECT_NE(message.find("tensor \"w\": shape [2, 3] x F32 (4 bytes) needs 24 bytes, but "
-                         "data_offsets [0, 20] hold 20"),
-            std::string::npos)
-      << message;
+  expect_error("size.safetensors",
+               raw_file(R"({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}})",
+                        std::string(20, '\0')),
+               "tensor \"w\": shape [2, 3] x F32 (4 bytes) needs 24 bytes, but data_offsets "
+               "[0, 20] hold 20");
 }
 
 TEST_F(SafetensorsFiles, OverlappingTensors) {
-  const std::string message =
-      error_of("overlap.safetensors",
+  expect_error("overlap.safetensors",
                raw_file(R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},)"
                         R"( "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}})",
-                        "abcdef"));
-  EXPECT_NE(message.find("tensor \"b\": data_offsets [2, 6] overlap those of tensor \"a\" [0, 4]"),
-            std::string::npos)
-      << message;
+                        "abcdef"),
+               "tensor \"b\": data_offsets [2, 6] overlap those of tensor \"a\" [0, 4]");
 }
 
 TEST_F(SafetensorsFiles, BytesOfNoTensor) {
-  std::string message = error_of(
-      "gap.safetensors", raw_file(R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]}})",
-                                  "abc"));
-  EXPECT_NE(message.find("data bytes [0, 1) before tensor \"a\" belong to no tensor"),
-            std::string::npos)
-      << message;
-  message = error_of(
-      "tail.safetensors",
-      raw_file(R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}})", "abcd"));
-  EXPECT_NE(message.find("data bytes [2, 4) after the last tensor belong to no tensor"),
-            std::string::npos)
-      << message;
+  const std::string entry = R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": )";
+  expect_error("gap.safetensors", raw_file(entry + "[1, 3]}}", "abc"),
+               "data bytes [0, 1) before tensor \"a\" belong to no tensor");
+  expect_error("tail.safetensors", raw_file(entry + "[0, 2]}}", "abcd"),
+               "data bytes [2, 4) after the last tensor belong to no tensor");
 }
 
 }  // namespace

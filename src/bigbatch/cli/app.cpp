@@ -99,7 +99,8 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->required();
   generate->add_option("--prompt", generate_options.prompt, "the text to continue")->required();
   generate
-      ->add_option("--max-new-bytes", generate_options.max_new_bytes, "bytes appended to the prompt")
+      ->add_option("--max-new-bytes", generate_options.max_new_bytes,
+                   "bytes appended to the prompt")
       ->capture_default_str();
   generate
       ->add_option("--temperature", generate_options.temperature,

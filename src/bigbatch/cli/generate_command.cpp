@@ -8,8 +8,7 @@ namespace bigbatch::cli {
 int run_generate(const GenerateOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.max_new_bytes >= 0, "--max-new-bytes must be >= 0, got ",
                  options.max_new_bytes);
-  BB_CHECK_INPUT(options.temperature > 0.0, "--temperature must be > 0, got ",
-                 options.temperature);
+  BB_CHECK_INPUT(options.temperature > 0.0, "--temperature must be > 0, got ", options.temperature);
   ExportedModel exported = load_exported(options.model_path);
   BB_CHECK_INPUT(exported.spec.kind == ModelKind::kGpt, "bigbatch generate needs a gpt; ",
                  options.model_path, " holds a ", to_string(exported.spec.kind),

@@ -11,7 +11,9 @@
 namespace bigbatch::cli {
 namespace {
 
-std::string shape_text(const torch::Tensor& tensor) { return cat(tensor.sizes()); }
+std::string shape_text(const torch::Tensor& tensor) {
+  return cat(tensor.sizes());
+}
 
 /// A comma-separated list of quoted names.
 std::string quoted(const std::vector<std::string>& names) {
@@ -67,7 +69,9 @@ BuiltModel build_quietly(const ModelSpec& spec) {
 }
 
 /// "gpt model", for error messages.
-std::string model_words(const ModelSpec& spec) { return cat(to_string(spec.kind), " model"); }
+std::string model_words(const ModelSpec& spec) {
+  return cat(to_string(spec.kind), " model");
+}
 
 }  // namespace
 
@@ -112,8 +116,8 @@ ExportedModel load_exported(const std::string& path) {
   try {
     json = nlohmann::json::parse(text->second);
   } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(cat(path, ": the model spec in the metadata is not valid JSON: ",
-                         error.what()));
+    throw InputError(
+        cat(path, ": the model spec in the metadata is not valid JSON: ", error.what()));
   }
   ExportedModel exported{{}, spec_from_json(json, path)};
   exported.model = build_quietly(exported.spec);

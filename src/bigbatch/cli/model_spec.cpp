@@ -94,93 +94,115 @@ void validated(const Options& options, const std::string& where) {
   }
 }
 
-json options_json(const ModelSpec& spec) {
+/// Calls visit(key, option) for every option of the model that the spec holds, in spec order:
+/// the one list of keys that spec_to_json and spec_from_json both go through. TORCH_ARG's
+/// non-const accessors give references to the fields.
+template <typename Visit>
+void for_each_option(models::GptOptions& o, Visit&& visit) {
+  visit("vocab", o.vocab());
+  visit("context", o.context());
+  visit("layers", o.layers());
+  visit("heads", o.heads());
+  visit("embed", o.embed());
+  visit("dropout", o.dropout());
+}
+template <typename Visit>
+void for_each_option(models::MlpOptions& o, Visit&& visit) {
+  visit("vocab", o.vocab());
+  visit("context", o.context());
+  visit("embed", o.embed());
+  visit("hidden", o.hidden());
+  visit("layers", o.layers());
+  visit("dropout", o.dropout());
+}
+template <typename Visit>
+void for_each_option(models::ResNetOptions& o, Visit&& visit) {
+  visit("depth", o.depth());
+  visit("width", o.width());
+  visit("norm", o.norm());
+  visit("in_channels", o.in_channels());
+  visit("classes", o.classes());
+}
+template <typename Visit>
+void for_each_option(models::BertOptions& o, Visit&& visit) {
+  visit("vocab", o.vocab());
+  visit("pad_id", o.pad_id());
+  visit("context", o.context());
+  visit("layers", o.layers());
+  visit("heads", o.heads());
+  visit("embed", o.embed());
+  visit("classes", o.classes());
+  visit("dropout", o.dropout());
+}
+/// The options of `spec.kind`.
+template <typename Visit>
+void for_each_option(ModelSpec& spec, Visit&& visit) {
   switch (spec.kind) {
-    case ModelKind::kGpt: {
-      const models::GptOptions& o = spec.gpt;
-      return {{"vocab", o.vocab()}, {"context", o.context()}, {"layers", o.layers()},
-              {"heads", o.heads()}, {"embed", o.embed()},     {"dropout", o.dropout()}};
-    }
-    case ModelKind::kMlp: {
-      const models::MlpOptions& o = spec.mlp;
-      return {{"vocab", o.vocab()},   {"context", o.context()}, {"embed", o.embed()},
-              {"hidden", o.hidden()}, {"layers", o.layers()},   {"dropout", o.dropout()}};
-    }
-    case ModelKind::kResnet: {
-      const models::ResNetOptions& o = spec.resnet;
-      return {{"depth", o.depth()},
-              {"width", o.width()},
-              {"norm", nn::to_string(o.norm())},
-              {"in_channels", o.in_channels()},
-              {"classes", o.classes()}};
-    }
-    case ModelKind::kBert: {
-      const models::BertOptions& o = spec.bert;
-      return {{"vocab", o.vocab()}, {"pad_id", o.pad_id()},   {"context", o.context()},
-              {"layers", o.layers()}, {"heads", o.heads()},   {"embed", o.embed()},
-              {"classes", o.classes()}, {"dropout", o.dropout()}};
-    }
+    case ModelKind::kGpt:
+      return for_each_option(spec.gpt, visit);
+    case ModelKind::kMlp:
+      return for_each_option(spec.mlp, visit);
+    case ModelKind::kResnet:
+      return for_each_option(spec.resnet, visit);
+    case ModelKind::kBert:
+      return for_each_option(spec.bert, visit);
   }
-  return json::object();
+}
+
+json options_json(ModelSpec spec) {
+  json out = json::object();
+  for_each_option(spec, [&out](const char* key, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, nn::NormKind>)
+      out[key] = nn::to_string(value);
+    else
+      out[key] = value;
+  });
+  return out;
+}
+
+/// Bytes a text model reads at most.
+int64_t text_context(const ModelSpec& spec) {
+  return spec.kind == ModelKind::kGpt   ? spec.gpt.context()
+         : spec.kind == ModelKind::kMlp ? spec.mlp.context()
+                                        : spec.bert.context();
 }
 
 json input_json(const ModelSpec& spec) {
-  switch (spec.kind) {
-    case ModelKind::kResnet:
-      return {{"type", "image"},          {"channels", spec.image.channels},
-              {"height", spec.image.height}, {"width", spec.image.width},
-              {"scale", kPixelScale},        {"mean", spec.image.mean},
-              {"std", spec.image.std}};
-    case ModelKind::kBert:
-      return {{"type", "bytes"}, {"context", spec.bert.context()}, {"pad_id", spec.bert.pad_id()}};
-    case ModelKind::kGpt:
-      return {{"type", "bytes"}, {"context", spec.gpt.context()}};
-    case ModelKind::kMlp:
-      return {{"type", "bytes"}, {"context", spec.mlp.context()}};
+  if (spec.kind == ModelKind::kResnet) {
+    return {{"type", "image"},
+            {"channels", spec.image.channels},
+            {"height", spec.image.height},
+            {"width", spec.image.width},
+            {"scale", kPixelScale},
+            {"mean", spec.image.mean},
+            {"std", spec.image.std}};
   }
-  return json::object();
+  json out = {{"type", "bytes"}, {"context", text_context(spec)}};
+  if (spec.kind == ModelKind::kBert)
+    out["pad_id"] = spec.bert.pad_id();
+  return out;
 }
 
 /// Reads the options of `spec.kind` and validates them as the model's constructor would.
 void read_options(const Reader& o, ModelSpec& spec) {
+  for_each_option(spec, [&o](const char* key, auto& value) {
+    using Option = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<Option, nn::NormKind>)
+      value = nn::parse_norm_kind(o.string(key), o.where() + "." + key);
+    else if constexpr (std::is_same_v<Option, double>)
+      value = o.number(key);
+    else
+      value = o.integer(key);
+  });
   switch (spec.kind) {
     case ModelKind::kGpt:
-      spec.gpt.vocab(o.integer("vocab"))
-          .context(o.integer("context"))
-          .layers(o.integer("layers"))
-          .heads(o.integer("heads"))
-          .embed(o.integer("embed"))
-          .dropout(o.number("dropout"));
-      validated(spec.gpt, o.where());
-      return;
+      return validated(spec.gpt, o.where());
     case ModelKind::kMlp:
-      spec.mlp.vocab(o.integer("vocab"))
-          .context(o.integer("context"))
-          .embed(o.integer("embed"))
-          .hidden(o.integer("hidden"))
-          .layers(o.integer("layers"))
-          .dropout(o.number("dropout"));
-      validated(spec.mlp, o.where());
-      return;
+      return validated(spec.mlp, o.where());
     case ModelKind::kResnet:
-      spec.resnet.depth(o.integer("depth"))
-          .width(o.integer("width"))
-          .norm(nn::parse_norm_kind(o.string("norm"), o.where() + ".norm"))
-          .in_channels(o.integer("in_channels"))
-          .classes(o.integer("classes"));
-      validated(spec.resnet, o.where());
-      return;
+      return validated(spec.resnet, o.where());
     case ModelKind::kBert:
-      spec.bert.vocab(o.integer("vocab"))
-          .pad_id(o.integer("pad_id"))
-          .context(o.integer("context"))
-          .layers(o.integer("layers"))
-          .heads(o.integer("heads"))
-          .embed(o.integer("embed"))
-          .classes(o.integer("classes"))
-          .dropout(o.number("dropout"));
-      validated(spec.bert, o.where());
-      return;
+      return validated(spec.bert, o.where());
   }
 }
 
@@ -205,8 +227,8 @@ void read_input(const Reader& in, ModelSpec& spec) {
                    ", got ", in.integer("scale"));
     for (const auto* values : {&image.mean, &image.std}) {
       const auto count = static_cast<int64_t>(values->size());
-      BB_CHECK_INPUT(count == 1 || count == image.channels, in.where(),
-                     ": mean and std need 1 or ", image.channels, " values, got ", count);
+      BB_CHECK_INPUT(count == 1 || count == image.channels, in.where(), ": mean and std need 1 or ",
+                     image.channels, " values, got ", count);
     }
     for (const double deviation : image.std)
       BB_CHECK_INPUT(deviation > 0.0, in.where(), ".std must be positive, got ", deviation);
@@ -214,11 +236,9 @@ void read_input(const Reader& in, ModelSpec& spec) {
   }
   BB_CHECK_INPUT(type == "bytes", in.where(), ".type must be \"bytes\" for a ",
                  to_string(spec.kind), ", got \"", type, "\"");
-  const int64_t context = spec.kind == ModelKind::kGpt   ? spec.gpt.context()
-                          : spec.kind == ModelKind::kMlp ? spec.mlp.context()
-                                                         : spec.bert.context();
-  BB_CHECK_INPUT(in.integer("context") == context, in.where(), ".context (",
-                 in.integer("context"), ") differs from options.context (", context, ")");
+  const int64_t context = text_context(spec);
+  BB_CHECK_INPUT(in.integer("context") == context, in.where(), ".context (", in.integer("context"),
+                 ") differs from options.context (", context, ")");
   if (spec.kind == ModelKind::kBert) {
     BB_CHECK_INPUT(in.integer("pad_id") == spec.bert.pad_id(), in.where(), ".pad_id (",
                    in.integer("pad_id"), ") differs from options.pad_id (", spec.bert.pad_id(),

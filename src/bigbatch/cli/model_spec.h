@@ -26,11 +26,11 @@ struct LoadedData;
 /// [0, 1] and normalised per channel, as data::ImageDataset does: (pixel / 255 - mean[c]) /
 /// std[c], in float32.
 struct ImageInputSpec {
-  int64_t channels = 1;            ///< C
-  int64_t height = 0;              ///< H of the training images
-  int64_t width = 0;               ///< W of the training images
-  std::vector<double> mean{0.0};   ///< one value for all channels, or one per channel
-  std::vector<double> std{1.0};    ///< one value for all channels, or one per channel; each > 0
+  int64_t channels = 1;           ///< C
+  int64_t height = 0;             ///< H of the training images
+  int64_t width = 0;              ///< W of the training images
+  std::vector<double> mean{0.0};  ///< one value for all channels, or one per channel
+  std::vector<double> std{1.0};   ///< one value for all channels, or one per channel; each > 0
 };
 
 /// A built-in model as data: kind, the options of that kind, dtype, classes and preprocessing.
@@ -71,8 +71,8 @@ ModelSpec describe_model(const TrainConfig& config, const LoadedData& data);
 /// "classes" is there for classifiers only.
 nlohmann::json spec_to_json(const ModelSpec& spec);
 
-/// Reads what spec_to_json writes. Throws InputError starting with `origin` and naming the field for a
-/// missing or mistyped field, an unknown kind, dtype or norm, options the model rejects (see
+/// Reads what spec_to_json writes. Throws InputError starting with `origin` and naming the field
+/// for a missing or mistyped field, an unknown kind, dtype or norm, options the model rejects (see
 /// models::validate), a class-name count other than the classes, or an input section that does
 /// not agree with the options.
 ModelSpec spec_from_json(const nlohmann::json& json, const std::string& origin);

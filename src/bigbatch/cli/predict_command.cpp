@@ -31,12 +31,9 @@ std::unique_ptr<data::Dataset> image_inputs(const ImageInputSpec& image, int64_t
                  path, ": images are ", channels, "x", dims[dims.size() - 2], "x", dims.back(),
                  ", the model takes ", image.channels, "x", image.height, "x", image.width);
   const int64_t count = dims[0];
-  return std::make_unique<data::ImageDataset>(array.data, torch::zeros({count}, torch::kLong),
-                                              data::ImageDatasetOptions()
-                                                  .mean(image.mean)
-                                                  .std(image.std)
-                                                  .num_classes(classes)
-                                                  .name(path));
+  return std::make_unique<data::ImageDataset>(
+      array.data, torch::zeros({count}, torch::kLong),
+      data::ImageDatasetOptions().mean(image.mean).std(image.std).num_classes(classes).name(path));
 }
 
 std::unique_ptr<data::Dataset> text_inputs(const ModelSpec& spec, const std::string& path) {
@@ -88,7 +85,7 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
       x = x.to(spec.dtype());
     const torch::Tensor probs =
         torch::softmax(exported.model.forward(x).to(torch::kFloat64), /*dim=*/-1);  // (B, K)
-    const auto [values, classes] = torch::topk(probs, options.top);                // (B, top)
+    const auto [values, classes] = torch::topk(probs, options.top);                 // (B, top)
     for (int64_t b = 0; b < values.size(0); ++b) {
       out << start + b;
       for (int64_t k = 0; k < options.top; ++k) {

@@ -53,8 +53,8 @@ struct Workload {
   std::string description;  ///< the model in one line, for the plan table
 };
 
-/// Builds the model through its spec (describe_model, build_model: initialised from the current
-/// torch seed, in the configured dtype, with the configured checkpointing and norm policy), the training and validation datasets from `data`,
+/// Builds the model (initialised from the current torch seed, in the configured dtype, with the
+/// configured checkpointing and norm policy), the training and validation datasets from `data`,
 /// and the loss (under autocast when model.precision is not fp32: every forward pass through the
 /// objective, training, evaluation and the micro-batch search, runs in that precision).
 Workload build_workload(const TrainConfig& config, const LoadedData& data);

@@ -27,9 +27,9 @@ constexpr const char* kMetadataKey = "__metadata__";
 /// The dtypes bigbatch reads and writes, with their safetensors codes.
 const std::vector<std::pair<std::string, torch::Dtype>>& dtype_table() {
   static const std::vector<std::pair<std::string, torch::Dtype>> table = {
-      {"F64", torch::kFloat64}, {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
-      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64}, {"I32", torch::kInt32},
-      {"I16", torch::kInt16},   {"I8", torch::kInt8},     {"U8", torch::kUInt8},
+      {"F64", torch::kFloat64},   {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
+      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
+      {"I16", torch::kInt16},     {"I8", torch::kInt8},     {"U8", torch::kUInt8},
       {"BOOL", torch::kBool}};
   return table;
 }
@@ -159,8 +159,8 @@ std::string safetensors_dtype(torch::Dtype dtype) {
     if (known == dtype)
       return code;
   }
-  throw InputError(cat("safetensors cannot hold dtype ", dtype, " (supported: ",
-                       supported_codes(), ")"));
+  throw InputError(
+      cat("safetensors cannot hold dtype ", dtype, " (supported: ", supported_codes(), ")"));
 }
 
 std::string safetensors_bytes(const std::vector<NamedTensor>& tensors,
@@ -174,8 +174,7 @@ std::string safetensors_bytes(const std::vector<NamedTensor>& tensors,
   for (const auto& [name, tensor] : tensors) {
     BB_CHECK_INPUT(!name.empty() && name != kMetadataKey,
                    "safetensors: a tensor cannot be called \"", name, "\"");
-    BB_CHECK_INPUT(names.insert(name).second, "safetensors: two tensors are called \"", name,
-                   "\"");
+    BB_CHECK_INPUT(names.insert(name).second, "safetensors: two tensors are called \"", name, "\"");
     BB_CHECK_INPUT(tensor.defined(), "safetensors: tensor \"", name, "\" is undefined");
     std::string code;
     try {
@@ -231,9 +230,9 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& origi
                  " bytes follow the length; truncated or not safetensors?)");
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.begin() + kLengthBytes,
-                                           bytes.begin() + static_cast<std::ptrdiff_t>(
-                                                               kLengthBytes + length));
+    header = nlohmann::ordered_json::parse(
+        bytes.begin() + kLengthBytes,
+        bytes.begin() + static_cast<std::ptrdiff_t>(kLengthBytes + length));
   } catch (const nlohmann::json::parse_error& error) {
     throw InputError(cat(origin, ": header is not valid JSON: ", error.what()));
   }

@@ -91,11 +91,11 @@ TEST_F(ModelExport, WritesWeightsBuffersAndTheSpecTwice) {
   ASSERT_NE(mean, nullptr);
   EXPECT_GT(mean->abs().max().item<double>(), 0.0);
   EXPECT_EQ(file.metadata.at("format"), "pt");
-  const nlohmann::json spec_json = cli::spec_to_json(spec);
-  EXPECT_EQ(nlohmann::json::parse(file.metadata.at(cli::kSpecMetadataKey)), spec_json);
+  const nlohmann::ordered_json spec_json = cli::spec_to_json(spec);
+  EXPECT_EQ(nlohmann::ordered_json::parse(file.metadata.at(cli::kSpecMetadataKey)), spec_json);
   ASSERT_EQ(cli::spec_path_for(out), path("model.json"));
   const std::string sidecar = testing::read_file(path("model.json"));
-  EXPECT_EQ(nlohmann::json::parse(sidecar), spec_json);
+  EXPECT_EQ(nlohmann::ordered_json::parse(sidecar), spec_json);
   EXPECT_NE(sidecar.find("\n  \"kind\": \"resnet\""), std::string::npos) << sidecar;  // pretty
 }
 
@@ -204,7 +204,8 @@ TEST_F(ModelExport, FilesWithoutAValidSpecAreNotExports) {
             std::string::npos)
       << message;
 
-  nlohmann::json spec = nlohmann::json::parse(file.metadata.at(cli::kSpecMetadataKey));
+  nlohmann::ordered_json spec =
+      nlohmann::ordered_json::parse(file.metadata.at(cli::kSpecMetadataKey));
   spec["options"]["depth"] = 9;
   const std::string invalid = path("invalid.safetensors");
   io::write_safetensors(invalid, file.tensors, {{cli::kSpecMetadataKey, spec.dump()}});

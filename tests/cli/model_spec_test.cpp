@@ -18,7 +18,7 @@ namespace bigbatch {
 namespace {
 
 using cli::ModelKind;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 cli::TrainConfig config_with(const std::vector<std::string>& overrides) {
   cli::TrainCommandOptions options;

@@ -101,7 +101,7 @@ void export_model(const torch::nn::Module& module, const ModelSpec& spec, const 
   const BuiltModel reference = build_quietly(spec);
   match_tensors(state_tensors(*reference.module), tensors, "export_model: the module",
                 model_words(spec));
-  const nlohmann::json json = spec_to_json(spec);
+  const nlohmann::ordered_json json = spec_to_json(spec);
   io::write_safetensors(out, tensors, {{"format", "pt"}, {kSpecMetadataKey, json.dump()}});
   io::write_file_atomically(spec_path_for(out), json.dump(2) + "\n");
 }
@@ -112,10 +112,10 @@ ExportedModel load_exported(const std::string& path) {
   BB_CHECK_INPUT(text != file.metadata.end(), path,
                  ": not a bigbatch export: its safetensors metadata has no \"", kSpecMetadataKey,
                  "\" (the model spec)");
-  nlohmann::json json;
+  nlohmann::ordered_json json;
   try {
-    json = nlohmann::json::parse(text->second);
-  } catch (const nlohmann::json::parse_error& error) {
+    json = nlohmann::ordered_json::parse(text->second);
+  } catch (const nlohmann::ordered_json::parse_error& error) {
     throw InputError(
         cat(path, ": the model spec in the metadata is not valid JSON: ", error.what()));
   }

@@ -14,7 +14,7 @@
 namespace bigbatch::cli {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 /// What "format" holds in every spec, and the version this code writes and reads.
 constexpr const char* kFormat = "bigbatch-model";

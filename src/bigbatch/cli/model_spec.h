@@ -61,7 +61,7 @@ struct ModelSpec {
 /// otherwise) and the image size and normalisation of the training split.
 ModelSpec describe_model(const TrainConfig& config, const LoadedData& data);
 
-/// The spec as JSON, for example
+/// The spec as JSON, keys in this order (ordered_json), for example
 ///   {"format": "bigbatch-model", "version": 1, "kind": "resnet", "dtype": "float32",
 ///    "options": {"depth": 8, "width": 16, "norm": "batch", "in_channels": 1, "classes": 10},
 ///    "input": {"type": "image", "channels": 1, "height": 28, "width": 28, "scale": 255,
@@ -69,13 +69,13 @@ ModelSpec describe_model(const TrainConfig& config, const LoadedData& data);
 ///    "classes": ["T-shirt/top", ...]}
 /// Text models have "input": {"type": "bytes", "context": T} and the BERT also "pad_id";
 /// "classes" is there for classifiers only.
-nlohmann::json spec_to_json(const ModelSpec& spec);
+nlohmann::ordered_json spec_to_json(const ModelSpec& spec);
 
-/// Reads what spec_to_json writes. Throws InputError starting with `origin` and naming the field
-/// for a missing or mistyped field, an unknown kind, dtype or norm, options the model rejects (see
-/// models::validate), a class-name count other than the classes, or an input section that does
-/// not agree with the options.
-ModelSpec spec_from_json(const nlohmann::json& json, const std::string& origin);
+/// Reads what spec_to_json writes (keys in any order). Throws InputError starting with `origin` and
+/// naming the field for a missing or mistyped field, an unknown kind, dtype or norm, options the
+/// model rejects (see models::validate), a class-name count other than the classes, or an input
+/// section that does not agree with the options.
+ModelSpec spec_from_json(const nlohmann::ordered_json& json, const std::string& origin);
 
 /// A model built from a spec: the module, its typed holder (one of gpt, mlp, resnet, bert is set)
 /// and its forward pass.

@@ -286,9 +286,11 @@ ModelSpec describe_model(const TrainConfig& config, const LoadedData& data) {
   ModelSpec spec;
   spec.kind = config.model;
   spec.float64 = config.float64;
-  spec.gpt = config.gpt;
-  spec.mlp = config.mlp;
-  if (config.model == ModelKind::kResnet) {
+  if (config.model == ModelKind::kGpt) {
+    spec.gpt = config.gpt;
+  } else if (config.model == ModelKind::kMlp) {
+    spec.mlp = config.mlp;
+  } else if (config.model == ModelKind::kResnet) {
     const auto* images = dynamic_cast<const data::ImageDataset*>(data.train.get());
     BB_CHECK(images != nullptr, "describe_model: a resnet needs an ImageDataset to train on");
     spec.resnet = config.resnet;

@@ -48,7 +48,6 @@ class Reader {
     BB_CHECK_INPUT(found != object_.end(), where_, " has no \"", key, "\"");
     return *found;
   }
-  bool has(const std::string& key) const { return object_.contains(key); }
   int64_t integer(const std::string& key) const {
     const json& value = at(key);
     BB_CHECK_INPUT(value.is_number_integer(), where_, ".", key, " must be an integer, got ",

@@ -14,16 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kFashionMnist = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
-
-/// A ResNet-8 of width 8 on 512 training images, global batch 64 as 4 x 16, 6 steps, evaluated
-/// before and after on the first 256 test images. One thread: ctest runs tests side by side, and
-/// OpenMP teams slow down many times over on cores that are busy.
-const char* kSmallResnet =
-    "train -s model.kind=resnet -s resnet.width=8 -s data.subsample=512 -s batch.global_batch=64 "
-    "-s batch.micro_batch=16 -s train.steps=6 -s train.eval_every=6 -s train.eval_samples=256 "
-    "-s optim.name=sgd -s optim.lr=0.05 -s schedule.warmup_steps=2 -s train.threads=1 ";
-
 class ClassifierTraining : public ::testing::Test {
  protected:
   void SetUp() override {

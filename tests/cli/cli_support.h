@@ -16,9 +16,9 @@ struct Result {
   std::string output;  ///< stdout and stderr together
 };
 
-/// Runs `bigbatch ARGUMENTS` (the binary under test, BIGBATCH_CLI_PATH) through the shell.
-inline Result run(const std::string& arguments) {
-  const std::string command = std::string(BIGBATCH_CLI_PATH) + " " + arguments + " 2>&1";
+/// Runs `command` through the shell, its stderr joined to its stdout.
+inline Result run_shell(const std::string& shell_command) {
+  const std::string command = shell_command + " 2>&1";
   Result result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr)
@@ -30,6 +30,11 @@ inline Result run(const std::string& arguments) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+/// Runs `bigbatch ARGUMENTS` (the binary under test, BIGBATCH_CLI_PATH) through the shell.
+inline Result run(const std::string& arguments) {
+  return run_shell(std::string(BIGBATCH_CLI_PATH) + " " + arguments);
 }
 
 /// Settings of a tiny GPT that trains a step in well under a second on the small corpus: global
@@ -54,5 +59,16 @@ inline std::string small_corpus() {
   }
   return text.str();
 }
+
+/// Debian's Fashion-MNIST training images (dataset-fashion-mnist).
+inline const char* kFashionMnist = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+
+/// A ResNet-8 of width 8 on 512 training images, global batch 64 as 4 x 16, 6 steps, evaluated
+/// before and after on the first 256 test images. One thread: ctest runs tests side by side, and
+/// OpenMP teams slow down many times over on cores that are busy.
+inline const char* kSmallResnet =
+    "train -s model.kind=resnet -s resnet.width=8 -s data.subsample=512 -s batch.global_batch=64 "
+    "-s batch.micro_batch=16 -s train.steps=6 -s train.eval_every=6 -s train.eval_samples=256 "
+    "-s optim.name=sgd -s optim.lr=0.05 -s schedule.warmup_steps=2 -s train.threads=1 ";
 
 }  // namespace bigbatch

@@ -300,16 +300,10 @@ TEST_F(ResumeCommand, AFullDiskFailsTheSaveNamingThePathAndKeepsThePreviousCheck
   const std::string limit = std::to_string(checkpoint_bytes / 1024 / 2);
   const std::string command = "ulimit -f " + limit + "; trap '' XFSZ; exec " +
                               std::string(BIGBATCH_CLI_PATH) + " train --resume " + run_dir +
-                              " -s train.steps=6 --allow-changes 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  EXPECT_EQ(WEXITSTATUS(status), 1) << output;
+                              " -s train.steps=6 --allow-changes";
+  const Result limited = run_shell(command);
+  const std::string& output = limited.output;
+  EXPECT_EQ(limited.exit_code, 1) << output;
   EXPECT_NE(output.find("error: cannot write " + run_dir +
                         "/checkpoints/step-00000005.ckpt: File too large"),
             std::string::npos)

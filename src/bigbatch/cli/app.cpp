@@ -6,7 +6,10 @@
 #include "bigbatch/cli/bench_memory_command.h"
 #include "bigbatch/cli/bench_precision_command.h"
 #include "bigbatch/cli/doctor_command.h"
+#include "bigbatch/cli/export_command.h"
+#include "bigbatch/cli/generate_command.h"
 #include "bigbatch/cli/plot_command.h"
+#include "bigbatch/cli/predict_command.h"
 #include "bigbatch/cli/reproduce_command.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/check.h"
@@ -121,6 +124,54 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   doctor->add_option("--run-dir", doctor_options.run_dir,
                      "run directory to check for writing (default: runs)");
 
+  ExportCommandOptions export_options;
+  CLI::App* export_command = app.add_subcommand(
+      "export",
+      "Write a run's model as safetensors (PyTorch names) plus a JSON spec of its architecture");
+  export_command->add_option("run_dir", export_options.run_dir, "the training run's directory")
+      ->required();
+  export_command
+      ->add_option("--out", export_options.out,
+                   "the .safetensors file to write; the spec goes beside it as .json")
+      ->required();
+  export_command->add_option("--checkpoint", export_options.checkpoint,
+                             "a checkpoint file to export (default: the run's newest usable one)");
+
+  GenerateOptions generate_options;
+  CLI::App* generate =
+      app.add_subcommand("generate", "Continue a prompt with an exported GPT (MODEL.safetensors)");
+  generate->add_option("model", generate_options.model_path, "the export (.safetensors) of a gpt")
+      ->required();
+  generate->add_option("--prompt", generate_options.prompt, "the text to continue")->required();
+  generate
+      ->add_option("--max-new-bytes", generate_options.max_new_bytes,
+                   "bytes appended to the prompt")
+      ->capture_default_str();
+  generate
+      ->add_option("--temperature", generate_options.temperature,
+                   "logits are divided by this (> 0; smaller is greedier)")
+      ->capture_default_str();
+  generate
+      ->add_option("--top-k", generate_options.top_k,
+                   "draw among the k likeliest bytes; 0 = all of them")
+      ->capture_default_str();
+  generate->add_option("--seed", generate_options.seed, "the same seed gives the same text")
+      ->capture_default_str();
+
+  PredictOptions predict_options;
+  CLI::App* predict = app.add_subcommand(
+      "predict", "Classify images (resnet) or texts (bert) with an exported classifier");
+  predict
+      ->add_option("model", predict_options.model_path, "the export (.safetensors) of a classifier")
+      ->required();
+  predict
+      ->add_option("--input", predict_options.input_path,
+                   "resnet: IDX images (gzip or raw); bert: a text file, inputs separated by lines "
+                   "holding only %")
+      ->required();
+  predict->add_option("--top", predict_options.top, "classes printed per input, likeliest first")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -144,6 +195,12 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return run_plot(plot_options, out);
     if (doctor->parsed())
       return run_doctor(doctor_options, out);
+    if (export_command->parsed())
+      return run_export(export_options, out);
+    if (generate->parsed())
+      return run_generate(generate_options, out);
+    if (predict->parsed())
+      return run_predict(predict_options, out);
     if (reproduce->parsed()) {
       if (!reproduce_options.list && reproduce_options.name.empty())
         throw InputError("bigbatch reproduce needs an experiment name (see --list)");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bigbatch/cli/model_spec.h"
 #include "bigbatch/cli/plot_command.h"
 #include "bigbatch/cli/resume.h"
 #include "bigbatch/cli/run_dir.h"
@@ -405,9 +406,15 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   engine::Checkpointer checkpointer(
       checkpoint_parts,
       engine::CheckpointOptions().directory(run_dir + "/checkpoints").keep(config.checkpoint_keep));
-  checkpointer.set_annotation([&config, &metrics_file] {
-    return nlohmann::json{{"config", config.resolved_toml}, {"metrics_bytes", metrics_file.bytes()}}
-        .dump();
+  // What a checkpoint needs beyond tensors: the config to compare on resume, the metrics length
+  // to cut back to, and the model spec from which `bigbatch export` rebuilds the model.
+  const std::string model_spec = spec_to_json(w.spec).dump();
+  checkpointer.set_annotation([&config, &metrics_file, &model_spec] {
+    nlohmann::ordered_json run;
+    run["config"] = config.resolved_toml;
+    run["metrics_bytes"] = metrics_file.bytes();
+    run["model"] = nlohmann::ordered_json::parse(model_spec);
+    return run.dump();
   });
   engine::TrainingSetup setup = parts.setup(w, plan);
   setup.checkpoints = &checkpointer;

@@ -61,12 +61,10 @@ LoadedData load_data(const TrainConfig& config) {
 
 namespace {
 
-/// The GPT or MLP with its next-byte datasets over the corpus.
-void build_language_model(const TrainConfig& config, const data::TextCorpus& corpus, Workload& w) {
+/// The GPT's or MLP's next-byte datasets over the corpus, objective and description.
+void build_language_model(const TrainConfig& config, const data::TextCorpus& corpus,
+                          const BuiltModel& model, Workload& w) {
   if (config.model == ModelKind::kGpt) {
-    w.gpt = models::Gpt(config.gpt);
-    w.gpt->set_checkpointing(config.checkpointing);
-    w.module = w.gpt.ptr();
     const auto options = data::SequenceDatasetOptions(config.gpt.context());
     w.train = std::make_shared<data::SequenceDataset>(
         corpus.train_shared(), data::SequenceDatasetOptions(options).name("train"));
@@ -75,13 +73,11 @@ void build_language_model(const TrainConfig& config, const data::TextCorpus& cor
           corpus.val_shared(), data::SequenceDatasetOptions(options).name("validation"));
     }
     w.objective = std::make_unique<engine::CrossEntropyObjective>(
-        engine::forward_of(w.gpt), engine::LossUnit::kToken, options.ignore_index());
+        model.forward, engine::LossUnit::kToken, options.ignore_index());
     w.description = cat(config.gpt.layers(), " layers, ", config.gpt.heads(), " heads, width ",
                         config.gpt.embed(), ", context ", config.gpt.context(), " bytes");
     return;
   }
-  models::Mlp mlp(config.mlp);
-  w.module = mlp.ptr();
   const auto options = data::ContextDatasetOptions(config.mlp.context());
   w.train = std::make_shared<data::ContextDataset>(
       corpus.train_shared(), data::ContextDatasetOptions(options).name("train"));
@@ -89,38 +85,26 @@ void build_language_model(const TrainConfig& config, const data::TextCorpus& cor
     w.val = std::make_shared<data::ContextDataset>(
         corpus.val_shared(), data::ContextDatasetOptions(options).name("validation"));
   }
-  w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(mlp),
-                                                                engine::LossUnit::kSample);
+  w.objective =
+      std::make_unique<engine::CrossEntropyObjective>(model.forward, engine::LossUnit::kSample);
   w.description = cat(config.mlp.layers(), " hidden layers of ", config.mlp.hidden(), ", context ",
                       config.mlp.context(), " bytes");
 }
 
-/// The ResNet or BERT classifier over the loaded splits.
-void build_classifier(const TrainConfig& config, const LoadedData& data, Workload& w) {
+/// The ResNet's or BERT's objective and description, and the loaded splits.
+void build_classifier(const TrainConfig& config, const LoadedData& data, const BuiltModel& model,
+                      Workload& w) {
+  w.objective =
+      std::make_unique<engine::CrossEntropyObjective>(model.forward, engine::LossUnit::kSample);
   if (config.model == ModelKind::kResnet) {
-    models::ResNetOptions options = config.resnet;
-    options.classes(data.classes).in_channels(data.in_channels);
-    const bool to_group =
-        config.norm_policy == engine::NormPolicy::kGroup && options.norm() == nn::NormKind::kBatch;
-    if (to_group)
-      options.norm(nn::NormKind::kGroup);
-    models::ResNet resnet(options);
-    resnet->set_checkpointing(config.checkpointing);
-    w.module = resnet.ptr();
-    w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(resnet),
-                                                                  engine::LossUnit::kSample);
+    const models::ResNetOptions& options = w.spec.resnet;
+    const bool to_group = options.norm() != config.resnet.norm();  // model.norm_policy = "group"
     w.description = cat(options.depth(), " layers, width ", options.width(), ", ",
                         nn::to_string(options.norm()), " norm",
                         to_group ? " (BatchNorm replaced, norm_policy = group)" : "", ", ",
                         options.classes(), " classes");
   } else {
-    models::BertOptions options = config.bert;
-    options.classes(data.classes);
-    models::Bert bert(options);
-    bert->set_checkpointing(config.checkpointing);
-    w.module = bert.ptr();
-    w.objective = std::make_unique<engine::CrossEntropyObjective>(engine::forward_of(bert),
-                                                                  engine::LossUnit::kSample);
+    const models::BertOptions& options = w.spec.bert;
     w.description =
         cat(options.layers(), " layers, ", options.heads(), " heads, width ", options.embed(),
             ", context ", options.context(), " bytes, ", options.classes(), " classes");
@@ -133,11 +117,16 @@ void build_classifier(const TrainConfig& config, const LoadedData& data, Workloa
 
 Workload build_workload(const TrainConfig& config, const LoadedData& data) {
   Workload w;
+  // Built through the spec, so an export rebuilds exactly this module (names and structure).
+  w.spec = describe_model(config, data);
+  BuiltModel model = build_model(w.spec);  // in model.dtype
+  set_checkpointing(model, config.checkpointing);
+  w.module = model.module;
+  w.gpt = model.gpt;
   if (data.corpus)
-    build_language_model(config, *data.corpus, w);
+    build_language_model(config, *data.corpus, model, w);
   else
-    build_classifier(config, data, w);
-  w.module->to(config.float64 ? torch::kFloat64 : torch::kFloat32);
+    build_classifier(config, data, model, w);
   w.batch_norms = nn::count_batch_norms(*w.module);
   if (config.norm_policy == engine::NormPolicy::kGhost && w.batch_norms > 0) {
     nn::set_running_stats_mode(*w.module, nn::RunningStatsMode::kPerWindow);

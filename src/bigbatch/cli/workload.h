@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "bigbatch/cli/model_spec.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/cli/train_config.h"
 #include "bigbatch/core/threads.h"
@@ -41,6 +42,7 @@ LoadedData load_data(const TrainConfig& config);
 struct Workload {
   std::shared_ptr<torch::nn::Module> module;
   models::Gpt gpt{nullptr};  ///< set for the GPT (for sampling and checkpointing)
+  ModelSpec spec;            ///< what the module was built from (build_model(spec)), for export
   std::shared_ptr<const data::Dataset> train;
   std::shared_ptr<const data::Dataset> val;  ///< null when the validation split is too small
   std::unique_ptr<engine::Objective> objective;

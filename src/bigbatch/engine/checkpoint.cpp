@@ -420,8 +420,12 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointParts&
   return loaded;
 }
 
-LoadedCheckpoint load_newest_checkpoint(const std::string& directory,
-                                        const CheckpointParts& parts) {
+namespace {
+
+/// `open` applied to the newest checkpoint in `directory` that does not throw
+/// io::CheckpointFileError, the newer ones it passed over listed with their causes.
+template <typename Open>
+LoadedCheckpoint newest_that_opens(const std::string& directory, Open open) {
   const std::vector<std::string> files = list_checkpoints(directory);
   BB_CHECK_INPUT(!files.empty(), "no checkpoint in ", directory,
                  " (files named step-NNNNNNNN.ckpt); the run stopped before its first "
@@ -429,7 +433,7 @@ LoadedCheckpoint load_newest_checkpoint(const std::string& directory,
   std::vector<std::string> skipped;
   for (auto file = files.rbegin(); file != files.rend(); ++file) {
     try {
-      LoadedCheckpoint loaded = load_checkpoint(*file, parts);
+      LoadedCheckpoint loaded = open(*file);
       loaded.skipped = skipped;
       return loaded;
     } catch (const io::CheckpointFileError& error) {
@@ -440,6 +444,18 @@ LoadedCheckpoint load_newest_checkpoint(const std::string& directory,
   for (const std::string& cause : skipped)
     causes += "\n  " + cause;
   throw InputError(cat("no usable checkpoint in ", directory, ":", causes));
+}
+
+}  // namespace
+
+LoadedCheckpoint load_newest_checkpoint(const std::string& directory,
+                                        const CheckpointParts& parts) {
+  return newest_that_opens(
+      directory, [&parts](const std::string& file) { return load_checkpoint(file, parts); });
+}
+
+LoadedCheckpoint newest_checkpoint_info(const std::string& directory) {
+  return newest_that_opens(directory, read_checkpoint_info);
 }
 
 }  // namespace bigbatch::engine

@@ -90,6 +90,10 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointParts&
 /// reason to fall back.
 LoadedCheckpoint load_newest_checkpoint(const std::string& directory, const CheckpointParts& parts);
 
+/// The run annotation and loop state of the newest checkpoint in `directory` that verifies
+/// (read_checkpoint_info), with the same fallback and errors as load_newest_checkpoint.
+LoadedCheckpoint newest_checkpoint_info(const std::string& directory);
+
 /// The checkpoint files in `directory`, oldest first (by step); empty when there is none.
 std::vector<std::string> list_checkpoints(const std::string& directory);
 

@@ -1,0 +1,36 @@
+// `bigbatch predict`: classify images or texts with an exported ResNet or BERT.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "bigbatch/cli/model_spec.h"
+#include "bigbatch/data/dataset.h"
+
+namespace bigbatch::cli {
+
+/// What the command line gave `bigbatch predict`.
+struct PredictOptions {
+  std::string model_path;  ///< an export (export_model) of a resnet or bert
+  std::string input_path;  ///< IDX images (resnet) or a text file (bert)
+  int64_t top = 1;         ///< classes printed per input, likeliest first
+};
+
+/// The inputs of `path` for the classifier of `spec`, preprocessed as in training: for a resnet an
+/// IDX image file (gzip or raw, see data::read_idx) of shape (N, H, W) or (N, C, H, W) whose
+/// C x H x W are the spec's, normalised with the spec's mean and std (data::ImageDataset); for a
+/// bert a text file of inputs separated by lines holding only "%" (the fortune file format,
+/// data::split_fortunes; a file without such lines is one input), each cut to the context and
+/// padded with pad_id (data::FortuneDataset). The targets are zeros. Throws InputError naming the
+/// file and the cause.
+std::unique_ptr<data::Dataset> classifier_inputs(const ModelSpec& spec, const std::string& path);
+
+/// Loads the export and prints one line per input, in input order: its index, then the `top`
+/// likeliest classes, each as its name and its probability (softmax of the logits), separated by
+/// tabs, for example "0\tAnkle boot\t0.9712". Throws InputError for a `top` outside
+/// [1, classes], a file that is not an export, a model that is not a classifier, or bad inputs.
+int run_predict(const PredictOptions& options, std::ostream& out);
+
+}  // namespace bigbatch::cli

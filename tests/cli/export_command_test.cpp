@@ -1,0 +1,122 @@
+// `bigbatch export RUN_DIR`: a trained run's checkpoint leaves bigbatch as safetensors + spec,
+// loads back bitwise, runs in Python PyTorch with the same logits, and feeds generate / predict.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "bigbatch/cli/model_export.h"
+#include "bigbatch/engine/checkpoint.h"
+#include "bigbatch/io/safetensors.h"
+#include "cli/cli_support.h"
+#include "cli/export_support.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A one-layer GPT on the small corpus, 3 steps.
+const char* kTinyGpt =
+    "-s gpt.layers=1 -s gpt.embed=16 -s gpt.heads=2 -s gpt.context=16 -s batch.global_batch=16 "
+    "-s batch.micro_batch=4 -s data.split_block=512 -s train.eval_every=0 -s train.eval_samples=32 "
+    "-s sample.bytes=0 -s train.steps=3 -s train.threads=1";
+
+class ExportCommand : public ::testing::Test {
+ protected:
+  std::string path(const std::string& name) const { return (dir_.path() / name).string(); }
+  std::string train_gpt(const std::string& name) {
+    const fs::path corpus = dir_.write("corpus.txt", small_corpus());
+    const std::string run_dir = path(name);
+    const Result r =
+        run("train -s data.path='" + corpus.string() + "' " + kTinyGpt + " --run-dir " + run_dir);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return run_dir;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(ExportCommand, ExportsTheNewestCheckpointsWeightsBitwiseAndGenerateRunsOnThem) {
+  const std::string run_dir = train_gpt("gpt");
+  const std::string out = path("gpt.safetensors");
+  const Result r = run("export " + run_dir + " --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string checkpoint = run_dir + "/checkpoints/step-00000003.ckpt";
+  EXPECT_NE(r.output.find("from " + checkpoint + " (optimizer step 3)"), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(fs::exists(path("gpt.json")));
+
+  const cli::ExportedModel exported = cli::load_exported(out);
+  cli::BuiltModel fresh = cli::build_model(exported.spec);
+  engine::load_model_weights(checkpoint, *fresh.module);
+  const auto a = cli::state_tensors(*exported.model.module);
+  const auto b = cli::state_tensors(*fresh.module);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  const Result generated = run("generate " + out + " --prompt 'The ' --max-new-bytes 10");
+  EXPECT_EQ(generated.exit_code, 0) << generated.output;
+}
+
+TEST_F(ExportCommand, ATrainedResnetGivesTheSameLogitsInPythonAndPredictLabelsImages) {
+  if (!fs::exists(kFashionMnist))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+  const std::string run_dir = path("resnet");
+  // The classifier tests' small ResNet, narrower and shorter.
+  const Result trained =
+      run(std::string(kSmallResnet) + "-s resnet.width=4 -s train.steps=4 --run-dir " + run_dir);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string out = path("resnet.safetensors");
+  ASSERT_EQ(run("export " + run_dir + " --out " + out).exit_code, 0);
+
+  const cli::ExportedModel exported = cli::load_exported(out);
+  EXPECT_EQ(exported.spec.class_names.front(), "T-shirt/top");
+  const Result predicted = run(
+      "predict " + out + " --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
+  EXPECT_EQ(predicted.exit_code, 0) << predicted.output.substr(0, 2000);
+
+  if (::access("/usr/bin/python3", X_OK) != 0 ||
+      run_shell("/usr/bin/python3 -c 'import torch'").exit_code != 0)
+    GTEST_SKIP() << "/usr/bin/python3 with torch is missing (apt-get install python3-torch)";
+  const torch::Tensor inputs = testing::sample_inputs(exported.spec, 8, 5);  // (8, 1, 28, 28)
+  torch::Tensor logits;
+  {
+    torch::NoGradGuard no_grad;
+    logits = exported.model.forward(inputs);  // (8, 10)
+  }
+  const std::string expected = path("expected.safetensors");
+  io::write_safetensors(expected, {{"inputs", inputs}, {"logits", logits}});
+  const Result python = run_shell("/usr/bin/python3 " + std::string(BIGBATCH_TEST_DATA_DIR) +
+                                  "/cli/check_export.py " + out + " " + expected + " 1e-5");
+  EXPECT_EQ(python.exit_code, 0) << python.output;
+}
+
+TEST_F(ExportCommand, ARunWithoutCheckpointsOrABadCheckpointIsAClearError) {
+  fs::create_directories(path("empty/checkpoints"));
+  const Result empty = run("export " + path("empty") + " --out " + path("x.safetensors"));
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("no checkpoint in " + path("empty") + "/checkpoints"),
+            std::string::npos)
+      << empty.output;
+
+  std::ofstream(path("bad.ckpt")) << "not a checkpoint at all, but long enough to have a preamble";
+  const Result bad = run("export " + path("empty") + " --checkpoint " + path("bad.ckpt") +
+                         " --out " + path("x.safetensors"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find(path("bad.ckpt") + ": not a bigbatch checkpoint"), std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(fs::exists(path("x.safetensors")));
+
+  const Result missing = run("export " + path("nowhere") + " --out " + path("x.safetensors"));
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find(path("nowhere") + " is not a directory"), std::string::npos)
+      << missing.output;
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -1,0 +1,185 @@
+// `bigbatch generate` and `bigbatch predict` on exports: output, equality with the library, and
+// every bad input with exit code 2.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "bigbatch/cli/model_export.h"
+#include "bigbatch/cli/predict_command.h"
+#include "bigbatch/data/idx.h"
+#include "bigbatch/models/sampling.h"
+#include "cli/cli_support.h"
+#include "cli/export_support.h"
+#include "support/gzip.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+using cli::ModelKind;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> fields_of(const std::string& line) {
+  std::vector<std::string> fields;
+  std::istringstream in(line);
+  for (std::string field; std::getline(in, field, '\t');)
+    fields.push_back(field);
+  return fields;
+}
+
+class InferenceCommands : public ::testing::Test {
+ protected:
+  /// The export of a trained model of `spec`, written once per test under `name`.
+  std::string exported(const cli::ModelSpec& spec, const std::string& name) {
+    const std::string out = (dir_.path() / (name + ".safetensors")).string();
+    cli::export_model(*testing::trained_model(spec, 9).module, spec, out);
+    return out;
+  }
+  /// A resnet export with Fashion-MNIST-like class names (spaces and a slash).
+  std::string resnet_export() {
+    cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+    spec.class_names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Ankle boot"};
+    return exported(spec, "resnet");
+  }
+  std::string path(const std::string& name) const { return (dir_.path() / name).string(); }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(InferenceCommands, GenerateContinuesThePromptAsGenerateTextDoes) {
+  const std::string model = exported(testing::small_spec(ModelKind::kGpt), "gpt");
+  const Result result =
+      run("generate " + model + " --prompt 'The fox' --max-new-bytes 24 --seed 5 --top-k 10");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  cli::ExportedModel loaded = cli::load_exported(model);
+  const std::string expected = models::generate_text(
+      loaded.model.gpt, "The fox",
+      models::SampleOptions().max_new_bytes(24).seed(5).top_k(10).temperature(0.8));
+  EXPECT_EQ(result.output, expected + "\n");
+  EXPECT_EQ(run("generate " + model + " --prompt 'The fox' --max-new-bytes 24 --seed 5 --top-k 10")
+                .output,
+            result.output);
+}
+
+TEST_F(InferenceCommands, GenerateRejectsOtherModelsAndBadOptions) {
+  const std::string resnet = resnet_export();
+  Result result = run("generate " + resnet + " --prompt x");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("bigbatch generate needs a gpt; " + resnet +
+                               " holds a resnet classifier (use bigbatch predict)"),
+            std::string::npos)
+      << result.output;
+  const std::string gpt = exported(testing::small_spec(ModelKind::kGpt), "gpt");
+  result = run("generate " + gpt + " --prompt x --temperature 0");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("--temperature must be > 0, got 0"), std::string::npos)
+      << result.output;
+  result = run("generate " + path("absent.safetensors") + " --prompt x");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("cannot open " + path("absent.safetensors")), std::string::npos)
+      << result.output;
+  result = run("generate " + gpt);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("--prompt is required"), std::string::npos) << result.output;
+}
+
+TEST_F(InferenceCommands, PredictClassifiesIdxImagesRawAndGzipped) {
+  const std::string model = resnet_export();
+  torch::manual_seed(3);
+  const torch::Tensor images = torch::randint(0, 256, {3, 3, 8, 8}, torch::kByte);  // (N, C, H, W)
+  const std::string idx = dir_.write("images.idx", data::idx_bytes(images)).string();
+  const std::string gz =
+      dir_.write("images.idx.gz", testing::gzip(data::idx_bytes(images))).string();
+  const Result result = run("predict " + model + " --input " + idx + " --top 2");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(run("predict " + model + " --input " + gz + " --top 2").output, result.output);
+
+  // The same as the library: the spec's normalisation, softmax, the two likeliest.
+  const cli::ExportedModel loaded = cli::load_exported(model);
+  const auto inputs = cli::classifier_inputs(loaded.spec, idx);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor probs =
+      torch::softmax(loaded.model.forward(inputs->get({0, 1, 2}).inputs).to(torch::kFloat64), -1);
+  const std::vector<std::string> lines = lines_of(result.output);
+  ASSERT_EQ(lines.size(), 3u) << result.output;
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::vector<std::string> fields = fields_of(lines[static_cast<size_t>(i)]);
+    ASSERT_EQ(fields.size(), 5u) << lines[static_cast<size_t>(i)];
+    EXPECT_EQ(fields[0], std::to_string(i));
+    const auto [values, classes] = torch::topk(probs[i], 2);
+    EXPECT_EQ(fields[1], loaded.spec.class_names[static_cast<size_t>(classes[0].item<int64_t>())]);
+    EXPECT_NEAR(std::stod(fields[2]), values[0].item<double>(), 5e-5);
+    EXPECT_EQ(fields[3], loaded.spec.class_names[static_cast<size_t>(classes[1].item<int64_t>())]);
+    EXPECT_NEAR(std::stod(fields[4]), values[1].item<double>(), 5e-5);
+  }
+}
+
+TEST_F(InferenceCommands, PredictClassifiesFortuneSeparatedTexts) {
+  const std::string model = exported(testing::small_spec(ModelKind::kBert), "bert");
+  const std::string texts = dir_.write("texts.txt",
+                                       "A first fortune,\nover two lines.\n%\nShort.\n%\n%\nThird, "
+                                       "longer than the context of twelve bytes.\n")
+                                .string();
+  const Result result = run("predict " + model + " --input " + texts);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::vector<std::string> lines = lines_of(result.output);
+  ASSERT_EQ(lines.size(), 3u) << result.output;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::vector<std::string> fields = fields_of(lines[i]);
+    ASSERT_EQ(fields.size(), 3u) << lines[i];
+    EXPECT_EQ(fields[0], std::to_string(i));
+    EXPECT_TRUE(fields[1] == "art" || fields[1] == "law" || fields[1] == "zippy") << lines[i];
+    EXPECT_GT(std::stod(fields[2]), 1.0 / 3 - 1e-4);  // the likeliest of three
+  }
+  const auto inputs = cli::classifier_inputs(testing::small_spec(ModelKind::kBert), texts);
+  const torch::Tensor ids = inputs->get({0, 1, 2}).inputs;  // (3, 12)
+  EXPECT_EQ(ids.sizes(), (std::vector<int64_t>{3, 12}));
+  // As in training: cut to the context, padded at the end.
+  EXPECT_EQ(ids[0][11].item<int64_t>(), static_cast<unsigned char>("A first fortune"[11]));
+  EXPECT_EQ(ids[1][5].item<int64_t>(), '.');
+  EXPECT_EQ(ids[1][6].item<int64_t>(), data::kFortunePadId);
+  EXPECT_EQ(ids[1][11].item<int64_t>(), data::kFortunePadId);
+}
+
+TEST_F(InferenceCommands, PredictRejectsBadInputs) {
+  const std::string resnet = resnet_export();
+  const std::string gpt = exported(testing::small_spec(ModelKind::kGpt), "gpt");
+  const std::string images =
+      dir_.write("small.idx", data::idx_bytes(torch::zeros({2, 6, 6}, torch::kByte))).string();
+  const std::string labels =
+      dir_.write("labels.idx", data::idx_bytes(torch::zeros({2}, torch::kByte))).string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"predict " + gpt + " --input " + images,
+       "bigbatch predict needs a classifier (resnet or bert); " + gpt +
+           " holds a gpt language model (use bigbatch generate)"},
+      {"predict " + resnet + " --input " + images + " --top 6",
+       "--top must be in [1, 5] (the model's classes), got 6"},
+      {"predict " + resnet + " --input " + images,
+       images + ": images are 1x6x6, the model takes 3x8x8"},
+      {"predict " + resnet + " --input " + labels,
+       labels + ": holds an array of rank 1, expected images (N, H, W) or (N, C, H, W)"},
+      {"predict " + resnet + " --input " + path("absent.idx"), path("absent.idx")},
+      {"predict " + resnet, "--input is required"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const Result result = run(arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << "\n" << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << arguments << "\n" << result.output;
+  }
+  const std::string bert = exported(testing::small_spec(ModelKind::kBert), "bert");
+  const std::string empty = dir_.write("empty.txt", "%\n  \n%\n").string();
+  const Result result = run("predict " + bert + " --input " + empty);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find(empty + ": no text to classify"), std::string::npos)
+      << result.output;
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -1,0 +1,219 @@
+// cli/model_export: parameter and buffer names, the export's files, loading back bitwise, and the
+// errors for files that do not fit the model.
+#include "bigbatch/cli/model_export.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/export_support.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+namespace fs = std::filesystem;
+using cli::ModelKind;
+
+std::vector<std::string> names_of(const std::vector<io::NamedTensor>& tensors) {
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : tensors)
+    names.push_back(name);
+  return names;
+}
+
+class ModelExport : public ::testing::Test {
+ protected:
+  std::string path(const std::string& name) const { return (dir_.path() / name).string(); }
+
+  /// The export of a trained resnet, and its tensors.
+  io::Safetensors exported_resnet(const std::string& out) {
+    const cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+    cli::export_model(*testing::trained_model(spec, 3).module, spec, out);
+    return io::read_safetensors(out);
+  }
+
+  /// The InputError of loading `tensors` with the resnet's spec in the metadata, from a file
+  /// whose name the message must carry.
+  std::string load_error(std::vector<io::NamedTensor> tensors, const io::Safetensors& source) {
+    const std::string file = path("broken.safetensors");
+    io::write_safetensors(file, tensors, source.metadata);
+    const std::string message = testing::input_error_of([&] { cli::load_exported(file); });
+    EXPECT_NE(message.find(file), std::string::npos) << message;
+    return message;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(ModelExport, StateTensorsHavePyTorchNamesInStateDictOrder) {
+  torch::manual_seed(1);
+  const cli::BuiltModel gpt = cli::build_model(testing::small_spec(ModelKind::kGpt));
+  const std::vector<std::string> names = names_of(cli::state_tensors(*gpt.module));
+  const std::vector<std::string> first = {
+      "tok_embed.weight",          "pos_embed.weight",         "blocks.0.ln1.weight",
+      "blocks.0.ln1.bias",         "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
+      "blocks.0.attn.proj.weight", "blocks.0.attn.proj.bias",  "blocks.0.ln2.weight",
+      "blocks.0.ln2.bias",         "blocks.0.mlp.fc.weight"};
+  ASSERT_GE(names.size(), first.size());
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + first.size()), first);
+  EXPECT_EQ(names.back(), "head.weight");
+  EXPECT_EQ(names.size(), gpt.module->parameters().size());
+
+  const cli::BuiltModel resnet = cli::build_model(testing::small_spec(ModelKind::kResnet));
+  const std::vector<std::string> resnet_names = names_of(cli::state_tensors(*resnet.module));
+  const std::vector<std::string> stem = {"stem_conv.weight",      "stem_norm.weight",
+                                         "stem_norm.bias",        "stem_norm.running_mean",
+                                         "stem_norm.running_var", "stem_norm.num_batches_tracked",
+                                         "blocks.0.conv1.weight"};
+  EXPECT_EQ(std::vector<std::string>(resnet_names.begin(), resnet_names.begin() + stem.size()),
+            stem);
+  EXPECT_EQ(resnet_names.size(),
+            resnet.module->parameters().size() + resnet.module->buffers().size());
+
+  const cli::BuiltModel bert = cli::build_model(testing::small_spec(ModelKind::kBert));
+  EXPECT_EQ(names_of(cli::state_tensors(*bert.module)).front(), "cls");
+}
+
+TEST_F(ModelExport, WritesWeightsBuffersAndTheSpecTwice) {
+  const cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+  const cli::BuiltModel model = testing::trained_model(spec, 3);
+  const std::string out = path("model.safetensors");
+  cli::export_model(*model.module, spec, out);
+  const io::Safetensors file = io::read_safetensors(out);
+  EXPECT_EQ(names_of(file.tensors), names_of(cli::state_tensors(*model.module)));
+  const torch::Tensor* tracked = file.find("blocks.1.shortcut_norm.num_batches_tracked");
+  ASSERT_NE(tracked, nullptr);
+  EXPECT_EQ(tracked->scalar_type(), torch::kLong);
+  EXPECT_EQ(tracked->item<int64_t>(), 2);  // two training steps
+  const torch::Tensor* mean = file.find("stem_norm.running_mean");
+  ASSERT_NE(mean, nullptr);
+  EXPECT_GT(mean->abs().max().item<double>(), 0.0);
+  EXPECT_EQ(file.metadata.at("format"), "pt");
+  const nlohmann::ordered_json spec_json = cli::spec_to_json(spec);
+  EXPECT_EQ(nlohmann::ordered_json::parse(file.metadata.at(cli::kSpecMetadataKey)), spec_json);
+  ASSERT_EQ(cli::spec_path_for(out), path("model.json"));
+  const std::string sidecar = testing::read_file(path("model.json"));
+  EXPECT_EQ(nlohmann::ordered_json::parse(sidecar), spec_json);
+  EXPECT_NE(sidecar.find("\n  \"kind\": \"resnet\""), std::string::npos) << sidecar;  // pretty
+}
+
+TEST_F(ModelExport, LoadsBackBitwiseInEvalModeWithoutTouchingTheGenerator) {
+  for (const ModelKind kind :
+       {ModelKind::kGpt, ModelKind::kMlp, ModelKind::kResnet, ModelKind::kBert}) {
+    SCOPED_TRACE(cli::to_string(kind));
+    const cli::ModelSpec spec = testing::small_spec(kind);
+    const cli::BuiltModel model = testing::trained_model(spec, 5);
+    const std::string out = path(cli::to_string(kind) + ".safetensors");
+    cli::export_model(*model.module, spec, out);
+    torch::manual_seed(99);
+    const torch::Tensor before = torch::rand({4});
+    torch::manual_seed(99);
+    const cli::ExportedModel loaded = cli::load_exported(out);
+    EXPECT_TRUE(torch::equal(torch::rand({4}), before));
+    EXPECT_FALSE(loaded.model.module->is_training());
+    EXPECT_EQ(cli::spec_to_json(loaded.spec), cli::spec_to_json(spec));
+    const auto expected = cli::state_tensors(*model.module);
+    const auto found = cli::state_tensors(*loaded.model.module);
+    ASSERT_EQ(names_of(found), names_of(expected));
+    for (size_t i = 0; i < found.size(); ++i)
+      EXPECT_TRUE(torch::equal(found[i].second, expected[i].second)) << found[i].first;
+    torch::NoGradGuard no_grad;
+    const torch::Tensor inputs = testing::sample_inputs(spec, 3, 8);
+    EXPECT_TRUE(torch::equal(loaded.model.forward(inputs), model.forward(inputs)));
+  }
+}
+
+TEST_F(ModelExport, Float64ModelsExportFloat64AndKeepInt64Counters) {
+  cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+  spec.float64 = true;
+  const std::string out = path("resnet64.safetensors");
+  cli::export_model(*testing::trained_model(spec, 2).module, spec, out);
+  const io::Safetensors file = io::read_safetensors(out);
+  EXPECT_EQ(file.find("head.weight")->scalar_type(), torch::kFloat64);
+  EXPECT_EQ(file.find("stem_norm.running_var")->scalar_type(), torch::kFloat64);
+  EXPECT_EQ(file.find("stem_norm.num_batches_tracked")->scalar_type(), torch::kLong);
+  EXPECT_EQ(cli::load_exported(out).model.module->parameters()[0].scalar_type(), torch::kFloat64);
+}
+
+TEST_F(ModelExport, RefusesAModuleThatIsNotTheSpecsAndAJsonPath) {
+  const cli::ModelSpec spec = testing::small_spec(ModelKind::kGpt);
+  cli::ModelSpec wider = spec;
+  wider.gpt.embed(32);
+  const cli::BuiltModel model = cli::build_model(wider);
+  std::string message = testing::input_error_of(
+      [&] { cli::export_model(*model.module, spec, path("m.safetensors")); });
+  EXPECT_NE(message.find("tensor \"tok_embed.weight\" has shape [256, 32], the gpt model needs "
+                         "[256, 16]"),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(fs::exists(path("m.safetensors")));
+  message =
+      testing::input_error_of([&] { cli::export_model(*model.module, wider, path("model.json")); });
+  EXPECT_NE(message.find("ends in .json"), std::string::npos) << message;
+}
+
+TEST_F(ModelExport, MissingExtraMisshapedAndMistypedTensorsAreNamed) {
+  const io::Safetensors file = exported_resnet(path("model.safetensors"));
+  std::vector<io::NamedTensor> tensors = file.tensors;
+
+  std::vector<io::NamedTensor> missing = tensors;
+  missing.erase(missing.begin() + 3);  // stem_norm.running_mean
+  std::string message = load_error(missing, file);
+  EXPECT_NE(message.find("1 tensor(s) the resnet model needs are missing: "
+                         "\"stem_norm.running_mean\""),
+            std::string::npos)
+      << message;
+
+  std::vector<io::NamedTensor> extra = tensors;
+  extra.emplace_back("head.scale", torch::ones({1}));
+  message = load_error(extra, file);
+  EXPECT_NE(message.find("1 tensor(s) are not in the resnet model: \"head.scale\""),
+            std::string::npos)
+      << message;
+
+  std::vector<io::NamedTensor> misshaped = tensors;
+  misshaped[0].second = torch::zeros({4, 3, 3});
+  message = load_error(misshaped, file);
+  EXPECT_NE(message.find("tensor \"stem_conv.weight\" has shape [4, 3, 3], the resnet model "
+                         "needs [4, 3, 3, 3]"),
+            std::string::npos)
+      << message;
+
+  std::vector<io::NamedTensor> mistyped = tensors;
+  mistyped[0].second = mistyped[0].second.to(torch::kFloat64);
+  message = load_error(mistyped, file);
+  EXPECT_NE(message.find("tensor \"stem_conv.weight\" has dtype double, the resnet model needs "
+                         "float"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(ModelExport, FilesWithoutAValidSpecAreNotExports) {
+  const io::Safetensors file = exported_resnet(path("model.safetensors"));
+  const std::string plain = path("plain.safetensors");
+  io::write_safetensors(plain, file.tensors, {{"format", "pt"}});
+  std::string message = testing::input_error_of([&] { cli::load_exported(plain); });
+  EXPECT_NE(message.find(plain + ": not a bigbatch export"), std::string::npos) << message;
+
+  const std::string garbled = path("garbled.safetensors");
+  io::write_safetensors(garbled, file.tensors, {{cli::kSpecMetadataKey, "{\"kind\": "}});
+  message = testing::input_error_of([&] { cli::load_exported(garbled); });
+  EXPECT_NE(message.find(garbled + ": the model spec in the metadata is not valid JSON"),
+            std::string::npos)
+      << message;
+
+  nlohmann::ordered_json spec =
+      nlohmann::ordered_json::parse(file.metadata.at(cli::kSpecMetadataKey));
+  spec["options"]["depth"] = 9;
+  const std::string invalid = path("invalid.safetensors");
+  io::write_safetensors(invalid, file.tensors, {{cli::kSpecMetadataKey, spec.dump()}});
+  message = testing::input_error_of([&] { cli::load_exported(invalid); });
+  EXPECT_NE(message.find(invalid + ": model spec.options: ResNetOptions.depth must be 6n + 2"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -18,20 +18,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A one-layer GPT on the small corpus, 3 steps.
-const char* kTinyGpt =
-    "-s gpt.layers=1 -s gpt.embed=16 -s gpt.heads=2 -s gpt.context=16 -s batch.global_batch=16 "
-    "-s batch.micro_batch=4 -s data.split_block=512 -s train.eval_every=0 -s train.eval_samples=32 "
-    "-s sample.bytes=0 -s train.steps=3 -s train.threads=1";
-
 class ExportCommand : public ::testing::Test {
  protected:
   std::string path(const std::string& name) const { return (dir_.path() / name).string(); }
   std::string train_gpt(const std::string& name) {
     const fs::path corpus = dir_.write("corpus.txt", small_corpus());
     const std::string run_dir = path(name);
-    const Result r =
-        run("train -s data.path='" + corpus.string() + "' " + kTinyGpt + " --run-dir " + run_dir);
+    const Result r = run("train -s data.path='" + corpus.string() + "' " + tiny_gpt_settings() +
+                         " -s train.steps=3 --run-dir " + run_dir);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return run_dir;
   }

@@ -408,12 +408,12 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
       engine::CheckpointOptions().directory(run_dir + "/checkpoints").keep(config.checkpoint_keep));
   // What a checkpoint needs beyond tensors: the config to compare on resume, the metrics length
   // to cut back to, and the model spec from which `bigbatch export` rebuilds the model.
-  const std::string model_spec = spec_to_json(w.spec).dump();
+  const nlohmann::ordered_json model_spec = spec_to_json(w.spec);
   checkpointer.set_annotation([&config, &metrics_file, &model_spec] {
     nlohmann::ordered_json run;
     run["config"] = config.resolved_toml;
     run["metrics_bytes"] = metrics_file.bytes();
-    run["model"] = nlohmann::ordered_json::parse(model_spec);
+    run["model"] = model_spec;
     return run.dump();
   });
   engine::TrainingSetup setup = parts.setup(w, plan);

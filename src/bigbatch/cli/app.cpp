@@ -52,6 +52,12 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   train->add_flag("--auto-resume", train_options.auto_resume,
                   "continue the run in --run-dir when it holds checkpoints, else start it (one "
                   "command line that starts and resumes a job)");
+  train
+      ->add_option("--nproc", train_options.nproc,
+                   "start N data-parallel ranks on this machine (global_batch = micro_batch x "
+                   "accum_steps x N); without it, a rank reads RANK, WORLD_SIZE, MASTER_ADDR, "
+                   "MASTER_PORT as torchrun sets them")
+      ->type_name("N");
   train->add_flag("--allow-changes", train_options.allow_changes,
                   "on resume, accept config changes that alter the later steps (micro_batch, "
                   "steps, epochs, memory.budget, on_nonfinite)");

@@ -19,6 +19,9 @@
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/table.h"
+#include "bigbatch/dist/launcher.h"
+#include "bigbatch/dist/process_group.h"
+#include "bigbatch/dist/worker_environment.h"
 #include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/engine/window_sampler.h"
@@ -249,7 +252,8 @@ bool clear_unstarted_run(const std::string& run_dir, std::ostream& out) {
   return true;
 }
 
-RunStart decide_start(const TrainCommandOptions& options, std::ostream& out) {
+/// `leader`: this process may clean the run directory (rank 0, or a single process).
+RunStart decide_start(const TrainCommandOptions& options, bool leader, std::ostream& out) {
   RunStart start;
   if (!options.resume_dir.empty()) {
     BB_CHECK_INPUT(options.config_path.empty(), "--resume continues with the run's own config (",
@@ -264,7 +268,7 @@ RunStart decide_start(const TrainCommandOptions& options, std::ostream& out) {
                      "train.run_dir");
       if (has_checkpoints(start.config.run_dir))
         start.resume_dir = start.config.run_dir;
-      else
+      else if (leader)
         clear_unstarted_run(start.config.run_dir, out);
     }
   }
@@ -315,8 +319,7 @@ std::optional<engine::LoadedCheckpoint> resume_state(const RunStart& start,
   if (start.micro_batch_changed) {
     loaded.state.micro_batch = plan.micro_batch;
   } else {
-    plan.micro_batch = state.micro_batch;
-    plan.accum_steps = (plan.global_batch + plan.micro_batch - 1) / plan.micro_batch;
+    plan.set_micro_batch(state.micro_batch);
   }
   return loaded;
 }
@@ -335,22 +338,98 @@ void rewind_run_dir(const std::string& run_dir, const engine::LoadedCheckpoint& 
   std::error_code error;
   fs::remove(run_dir + "/summary.json", error);
 }
+
+/// The job's communicator when this process is one of several ranks (WORLD_SIZE > 1), else null.
+std::unique_ptr<dist::Communicator> join_job(const std::optional<dist::WorkerEnvironment>& worker,
+                                             const TrainConfig& config) {
+  if (!worker || worker->world_size == 1)
+    return nullptr;
+  return dist::connect(
+      dist::ProcessGroupOptions()
+          .worker(*worker)
+          .timeout_seconds(config.dist_timeout)
+          .backend(dist::parse_backend(config.dist_backend, false, "dist.backend")));
+}
+
+/// The micro-batch every rank can hold: the smallest that any rank's search found.
+int64_t agree_on_micro_batch(dist::Communicator* communicator, int64_t micro_batch) {
+  if (communicator == nullptr)
+    return micro_batch;
+  const std::vector<torch::Tensor> found = communicator->all_gather(
+      torch::tensor({micro_batch}, torch::kInt64), "all-gather of the micro-batch searches");
+  int64_t smallest = micro_batch;
+  for (const torch::Tensor& size : found)
+    smallest = std::min(smallest, size.item<int64_t>());
+  return smallest;
+}
+
+/// `bigbatch train --nproc N`: checks the config once, then starts N ranks of this program with
+/// the same arguments and watches them (dist::launch_local_workers).
+int launch_train(const TrainCommandOptions& options, std::ostream& out) {
+  BB_CHECK_INPUT(!dist::read_worker_environment().has_value(), "--nproc ", options.nproc,
+                 " starts the ranks itself, but WORLD_SIZE is set: "
+                 "under torchrun (or with RANK/WORLD_SIZE set) leave --nproc out");
+  TrainCommandOptions checked = options;
+  if (!options.resume_dir.empty()) {
+    checked.config_path = options.resume_dir + "/config.toml";
+    std::error_code error;
+    BB_CHECK_INPUT(fs::exists(checked.config_path, error), options.resume_dir,
+                   " is not a bigbatch run directory: it has no config.toml");
+  }
+  const TrainConfig config = load_config(checked);
+  std::vector<std::string> command = {fs::read_symlink("/proc/self/exe").string(), "train"};
+  if (!options.config_path.empty())
+    command.insert(command.end(), {"--config", options.config_path});
+  for (const std::string& override_text : options.overrides)
+    command.insert(command.end(), {"--set", override_text});
+  if (!options.resume_dir.empty())
+    command.insert(command.end(), {"--resume", options.resume_dir});
+  if (options.auto_resume)
+    command.push_back("--auto-resume");
+  if (options.allow_changes)
+    command.push_back("--allow-changes");
+  if (options.plan_only)
+    command.push_back("--plan");
+  out << "launching " << options.nproc << " ranks on this machine (dist.timeout "
+      << config.dist_timeout << " s)\n"
+      << std::flush;
+  return dist::launch_local_workers(dist::LaunchOptions()
+                                        .nproc(options.nproc)
+                                        .command(command)
+                                        .grace_seconds(config.dist_timeout + 30.0),
+                                    std::cerr);
+}
+
 }  // namespace
 
-int run_train(const TrainCommandOptions& options, std::ostream& out) {
+int run_train(const TrainCommandOptions& options, std::ostream& terminal) {
+  BB_CHECK_INPUT(options.nproc >= 1, "--nproc ", options.nproc, " must be at least 1");
+  if (options.nproc > 1)
+    return launch_train(options, terminal);
+  const std::optional<dist::WorkerEnvironment> worker = dist::read_worker_environment();
+  const bool leader = !worker || worker->rank == 0;
+  // Only rank 0 prints and writes files; the others report errors only.
+  std::ostream quiet(nullptr);
+  std::ostream& out = leader ? terminal : quiet;
   // Everything the user supplied is checked before anything is written.
-  const RunStart start = decide_start(options, out);
+  const RunStart start = decide_start(options, leader, out);
   const TrainConfig& config = start.config;
   const bool resuming = !start.resume_dir.empty();
-  const ThreadSettings threads = apply_thread_settings(config);
+  const ThreadSettings threads =
+      apply_thread_settings(config, worker ? worker->local_world_size : 1);
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();  // before any tensor exists, so that every byte is counted
+  // Joined before the data are loaded: a rank that cannot start is found out early.
+  const std::unique_ptr<dist::Communicator> communicator = join_job(worker, config);
+  const int64_t world_size = communicator ? communicator->world_size() : 1;
+  const int64_t rank = communicator ? communicator->rank() : 0;
   torch::manual_seed(config.seed);
   const LoadedData data = load_data(config);
   Workload w = build_workload(config, data);
   engine::BatchOptions batch = config.batch;
+  batch.world_size(world_size);
   if (config.auto_micro_batch)
-    batch.micro_batch(batch.global_batch());  // validated, then chosen
+    batch.micro_batch(batch.global_batch() / world_size);  // validated, then chosen
   engine::Plan plan = engine::resolve_plan(batch);
   BB_CHECK_INPUT(w.train->size() >= plan.global_batch, "the training split holds ", w.train->size(),
                  " samples, fewer than batch.global_batch = ", plan.global_batch,
@@ -361,13 +440,18 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
   tracker.set_budget(config.memory_budget);
   std::string micro_batch_search;
   if (config.auto_micro_batch && !resuming) {
-    const engine::MicroBatchSearchResult found = search_micro_batch(config, w, plan.global_batch);
-    plan = even_plan(batch, found.micro_batch);
+    const engine::MicroBatchSearchResult found = search_micro_batch(config, w, plan.rank_batch());
+    plan = even_plan(batch, agree_on_micro_batch(communicator.get(), found.micro_batch));
     micro_batch_search = found.describe();
   }
+  // Ranks draw different dropout masks (the model itself came from the same seed everywhere, and
+  // the trainer broadcasts rank 0's weights anyway).
+  if (communicator)
+    torch::manual_seed(config.seed + static_cast<uint64_t>(rank) * 1000003);
   const TrainingParts parts = make_training_parts(config, w, plan, steps);
-  const engine::CheckpointParts checkpoint_parts{w.module.get(), parts.optimizer.get(),
-                                                 parts.loss_scaler.get(), &plan};
+  engine::CheckpointParts checkpoint_parts{w.module.get(), parts.optimizer.get(),
+                                           parts.loss_scaler.get(), &plan};
+  checkpoint_parts.rank = rank;
   std::optional<engine::LoadedCheckpoint> resumed;
   if (resuming) {
     resumed = resume_state(start, checkpoint_parts, steps, plan, out);
@@ -382,6 +466,19 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
                .render();
     return 0;
   }
+  engine::TrainingSetup setup = parts.setup(w, plan);
+  setup.stop_requested = &stop_requested;
+  setup.communicator = communicator.get();
+  engine::TrainSummary summary;
+  if (!leader) {
+    engine::Trainer trainer(setup, parts.options);
+    if (resumed)
+      trainer.resume(resumed->state);
+    const StopSignals signals;
+    summary = trainer.fit();
+    communicator->any(false, "the end of training");
+    return summary.stopped ? 128 + stop_signal.load() : 0;
+  }
   const std::string run_dir =
       resuming ? start.resume_dir : create_run_dir(config.run_dir, to_string(config.model));
   const Table table = plan_table(
@@ -394,7 +491,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
 
   metrics::JsonlSink metrics_file(run_dir + "/metrics.jsonl", /*append=*/resuming);
   metrics::ProgressOptions progress_options;
-  progress_options.interactive = &out == &std::cout && metrics::is_terminal(1);
+  progress_options.interactive = &terminal == &std::cout && metrics::is_terminal(1);
   progress_options.log_every = config.log_every;
   progress_options.count_tokens = w.objective->unit() == engine::LossUnit::kToken;
   metrics::ProgressPrinter progress(out, progress_options);
@@ -416,23 +513,23 @@ int run_train(const TrainCommandOptions& options, std::ostream& out) {
     run["model"] = model_spec;
     return run.dump();
   });
-  engine::TrainingSetup setup = parts.setup(w, plan);
   setup.checkpoints = &checkpointer;
-  setup.stop_requested = &stop_requested;
   engine::Trainer trainer(setup, parts.options);
   if (resumed)
     trainer.resume(resumed->state);
   trainer.add_sink(&metrics_file);
   trainer.add_sink(&events_file);
   trainer.add_sink(&progress);
-  engine::TrainSummary summary;
   {
     const StopSignals signals;
     summary = trainer.fit();
   }
+  if (communicator)
+    communicator->any(false, "the end of training");
   if (summary.stopped) {
     out << "\nstopped by signal " << stop_signal.load() << " after optimizer step " << summary.steps
-        << "; checkpoint " << checkpointer.last_path() << "\nresume with: bigbatch train --resume "
+        << "; checkpoint " << checkpointer.last_path() << "\nresume with: bigbatch train "
+        << (world_size > 1 ? cat("--nproc ", world_size, " ") : std::string()) << "--resume "
         << run_dir << "\n";
     return 128 + stop_signal.load();
   }

@@ -20,14 +20,19 @@ struct TrainCommandOptions {
   bool auto_resume = false;
   /// Accept config changes on resume that alter the later steps (ResumeChange::kPermitted).
   bool allow_changes = false;
+  /// Start this many ranks of a data-parallel job on this machine (dist::launch_local_workers);
+  /// 1 = this process trains (alone, or as the rank the environment names: RANK, WORLD_SIZE).
+  int64_t nproc = 1;
 };
 
 /// Runs training. Everything the user supplied is validated before the run directory is created,
 /// so a bad input leaves nothing behind; the run directory counts as finished only once
 /// summary.json is in it. Checkpoints go to <run_dir>/checkpoints (checkpoint.every, .keep).
 /// SIGINT or SIGTERM stop the run at the next window boundary after a checkpoint, and the exit
-/// code is 128 + the signal; a second signal kills at once. Throws InputError for bad input;
-/// returns the exit code otherwise.
+/// code is 128 + the signal; a second signal kills at once. With WORLD_SIZE > 1 in the environment
+/// (torchrun's variables) this process is one rank of a data-parallel job: rank 0 prints and
+/// writes the run directory, the others only train. With nproc > 1 it launches the ranks. Throws
+/// InputError for bad input; returns the exit code otherwise.
 int run_train(const TrainCommandOptions& options, std::ostream& out);
 
 /// Prints the configuration in effect (every key, its value and meaning) as TOML.

@@ -1,5 +1,7 @@
 #include "bigbatch/cli/train_config.h"
 
+#include "bigbatch/dist/process_group.h"
+
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/data/image_dataset.h"
@@ -271,6 +273,23 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
       c.get_int("checkpoint.keep", 3, "newest checkpoints kept in <run_dir>/checkpoints");
   BB_CHECK_INPUT(t.checkpoint_keep >= 1, c.source(), ": checkpoint.keep = ", t.checkpoint_keep,
                  " must be >= 1");
+  t.dist_timeout = c.get_double(
+      "dist.timeout", 300.0,
+      "data parallel: seconds a collective may wait for the other ranks before the job fails, "
+      "naming the rank that stopped");
+  BB_CHECK_INPUT(t.dist_timeout > 0 && std::isfinite(t.dist_timeout), c.source(),
+                 ": dist.timeout = ", t.dist_timeout, " must be a positive number of seconds");
+  t.dist_backend = c.get_string("dist.backend", "auto",
+                                "data parallel: \"gloo\" (CPU), \"nccl\" (CUDA builds) or "
+                                "\"auto\"");
+  dist::parse_backend(t.dist_backend, false, c.source() + ": dist.backend");
+  const double bucket_mb = c.get_double(
+      "dist.bucket_mb", 1.0,
+      "data parallel: MiB of gradient per all-reduce bucket; smaller buckets start earlier "
+      "in the last backward of a window");
+  BB_CHECK_INPUT(bucket_mb > 0 && std::isfinite(bucket_mb), c.source(),
+                 ": dist.bucket_mb = ", bucket_mb, " must be positive");
+  t.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0));
   t.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
   t.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))
       .temperature(c.get_double("sample.temperature", 0.8, "softmax temperature"))

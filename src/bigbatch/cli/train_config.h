@@ -87,6 +87,9 @@ struct TrainConfig {
   models::SampleOptions sample;
   int64_t checkpoint_every = 0;  ///< optimizer steps between checkpoints (and after the last)
   int64_t checkpoint_keep = 0;   ///< newest checkpoint files kept
+  double dist_timeout = 0.0;     ///< data parallel: seconds before a stuck collective fails
+  std::string dist_backend;      ///< data parallel: "auto", "gloo" or "nccl"
+  int64_t bucket_bytes = 0;      ///< data parallel: gradient bytes per all-reduce bucket
   std::string resolved_toml;     ///< the whole configuration in effect, as TOML
   /// Every key and its value in effect as TOML text, to compare a resumed run's config.
   std::vector<std::pair<std::string, std::string>> resolved_values;

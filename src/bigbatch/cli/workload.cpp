@@ -139,14 +139,15 @@ Workload build_workload(const TrainConfig& config, const LoadedData& data) {
   return w;
 }
 
-ThreadSettings apply_thread_settings(const TrainConfig& config) {
+ThreadSettings apply_thread_settings(const TrainConfig& config, int64_t processes) {
   // Convolutions run on oneDNN over OpenMP threads in any precision; fp32 matmuls on OpenBLAS.
   const bool onednn =
       config.precision != nn::Precision::kFp32 || config.model == ModelKind::kResnet;
   return apply_threads(ThreadRequest()
                            .backend(onednn ? MatmulBackend::kOneDnn : MatmulBackend::kBlas)
                            .openmp(config.threads)
-                           .blas(config.blas_threads));
+                           .blas(config.blas_threads)
+                           .processes(processes));
 }
 
 engine::TrainingSetup TrainingParts::setup(const Workload& w, const engine::Plan& plan) const {
@@ -182,7 +183,8 @@ TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
                       .on_nonfinite(config.on_nonfinite)
                       .max_consecutive_skips(config.max_consecutive_skips)
                       .prefetch_depth(config.prefetch_depth)
-                      .checkpoint_every(config.checkpoint_every);
+                      .checkpoint_every(config.checkpoint_every)
+                      .bucket_bytes(config.bucket_bytes);
   return parts;
 }
 
@@ -237,10 +239,10 @@ engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, con
 }
 
 engine::Plan even_plan(engine::BatchOptions batch, int64_t largest_micro_batch) {
-  const int64_t global = batch.global_batch();
-  const int64_t passes = (global + largest_micro_batch - 1) / largest_micro_batch;
+  const int64_t per_rank = batch.global_batch() / std::max<int64_t>(1, batch.world_size());
+  const int64_t passes = (per_rank + largest_micro_batch - 1) / largest_micro_batch;
   batch.accum_steps(0);
-  return engine::resolve_plan(batch.micro_batch((global + passes - 1) / passes));
+  return engine::resolve_plan(batch.micro_batch((per_rank + passes - 1) / passes));
 }
 
 }  // namespace bigbatch::cli

@@ -60,8 +60,9 @@ struct Workload {
 Workload build_workload(const TrainConfig& config, const LoadedData& data);
 
 /// Applies train.threads and train.blas_threads, automatic ones chosen for model.precision's
-/// matmul backend, and returns the settings in effect.
-ThreadSettings apply_thread_settings(const TrainConfig& config);
+/// matmul backend and this machine's cores shared by `processes` ranks, and returns the settings
+/// in effect.
+ThreadSettings apply_thread_settings(const TrainConfig& config, int64_t processes = 1);
 
 /// What a training run needs besides the workload: optimizer, schedule, loss scaler and loop
 /// settings, built from the config. Held by pointer so that setup() stays valid if this moves.

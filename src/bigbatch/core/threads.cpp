@@ -53,7 +53,9 @@ ThreadSettings choose_threads(const ThreadRequest& request, int cores) {
 }
 
 ThreadSettings apply_threads(const ThreadRequest& request) {
-  ThreadSettings settings = choose_threads(request, available_cores());
+  const int64_t processes = std::max<int64_t>(1, request.processes());
+  ThreadSettings settings = choose_threads(
+      request, static_cast<int>(std::max<int64_t>(1, available_cores() / processes)));
   torch::set_num_threads(settings.openmp);
   settings.openmp = torch::get_num_threads();
   if (const SetThreads set = openblas_set())

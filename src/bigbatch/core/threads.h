@@ -24,6 +24,9 @@ struct ThreadRequest {
   TORCH_ARG(int64_t, openmp) = 0;
   /// OpenBLAS threads; 0 = automatic. Ignored where OpenBLAS is not the BLAS.
   TORCH_ARG(int64_t, blas) = 0;
+  /// Processes sharing this machine's cores (the data-parallel ranks on it): the automatic
+  /// settings give each cores / processes of them (at least 1).
+  TORCH_ARG(int64_t, processes) = 1;
 };
 
 /// The settings in effect.

@@ -44,15 +44,30 @@ GradientAccumulator::GradientAccumulator(std::vector<torch::Tensor> parameters,
 
 void GradientAccumulator::begin_window(const Counts& window) {
   BB_CHECK(!window_open_, "begin_window() while a window is open; call step() first");
-  BB_CHECK(window.samples > 0, "a window needs at least one sample, got ", window.samples);
-  BB_CHECK(window.units(options_.unit()) > 0, "a window needs at least one counted ",
+  BB_CHECK(window.samples >= 0 && window.tokens >= 0, "negative window counts: ", window.samples,
+           " samples, ", window.tokens, " tokens");
+  declared_ = window;
+  window_ = window;
+  // A rank whose shard is empty (a short last window) takes part too.
+  if (communicator_ != nullptr)
+    window_ = sum_over_ranks(window);
+  BB_CHECK(window_.samples > 0, "a window needs at least one sample, got ", window_.samples);
+  BB_CHECK(window_.units(options_.unit()) > 0, "a window needs at least one counted ",
            options_.unit() == LossUnit::kToken ? "token" : "sample", ", got 0");
   window_open_ = true;
-  declared_ = window;
   seen_ = Counts{};
   micro_batches_ = 0;
   loss_sum_ = torch::Tensor();
   window_scale_ = scaler_ != nullptr ? scaler_->scale() : 0.0;
+}
+
+void GradientAccumulator::set_data_parallel(dist::Communicator* communicator,
+                                            dist::GradientReducer* reducer) {
+  BB_CHECK(!window_open_, "set_data_parallel() while a window is open; call it between windows");
+  BB_CHECK((communicator == nullptr) == (reducer == nullptr),
+           "set_data_parallel() needs both a communicator and a gradient reducer, or neither");
+  communicator_ = communicator;
+  reducer_ = reducer;
 }
 
 void GradientAccumulator::set_loss_scaler(LossScaler* scaler) {
@@ -71,11 +86,13 @@ void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& 
            "the micro-batches hold more than the window declared: ", seen_.samples, " samples and ",
            seen_.tokens, " tokens against ", declared_.samples, " and ", declared_.tokens);
   ++micro_batches_;
+  if (reducer_ != nullptr && seen_ == declared_)
+    reducer_->arm();  // this rank's last backward of the window: its buckets start as they fill
   // Summed on the loss's device, read once at the boundary: no device sync per micro-batch.
   const torch::Tensor detached = loss_sum.detach().to(torch::kFloat64).reshape({});
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + detached : detached;
   const torch::Tensor loss =
-      window_normalised_loss(loss_sum.reshape({}), declared_.units(options_.unit()));
+      window_normalised_loss(loss_sum.reshape({}), window_.units(options_.unit()));
   if (scaler_ == nullptr) {
     loss.backward();
     return;
@@ -91,11 +108,21 @@ WindowResult GradientAccumulator::step() {
   window_open_ = false;
 
   WindowResult result;
-  result.counts = seen_;
+  result.counts = window_;
   result.micro_batches = micro_batches_;
   result.loss_scale = window_scale_;
-  result.mean_loss =
-      loss_sum_.item<double>() / static_cast<double>(declared_.units(options_.unit()));
+  double loss_sum = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
+  if (communicator_ != nullptr) {
+    result.abandoned_by = agree(false);
+    loss_sum = agreed_loss_sum_;
+    if (!result.abandoned_by.empty()) {
+      free_gradients();
+      result.restarted = true;
+      result.step = steps_taken_ + 1;
+      return result;
+    }
+  }
+  result.mean_loss = loss_sum / static_cast<double>(window_.units(options_.unit()));
   const bool abort = options_.on_nonfinite() == NonFinitePolicy::kAbort;
   // 1. Inf/NaN: the loss (read above, one sync per window), then every gradient.
   const bool loss_finite = std::isfinite(result.mean_loss);
@@ -161,11 +188,45 @@ void GradientAccumulator::abort_nonfinite(SkipReason reason, double mean_loss) {
 }
 
 void GradientAccumulator::abort_window() {
-  if (!window_open_)
+  if (communicator_ != nullptr) {
+    if (!window_open_)
+      sum_over_ranks(Counts{});  // the others counted this window in begin_window
+    agree(true);
+  } else if (!window_open_) {
     return;
+  }
   window_open_ = false;
   loss_sum_ = torch::Tensor();
   free_gradients();
+}
+
+Counts GradientAccumulator::sum_over_ranks(const Counts& local) {
+  torch::Tensor counts = torch::tensor({local.samples, local.tokens}, torch::kInt64);  // (2)
+  communicator_->all_reduce(counts, dist::Traffic::kControl, "all-reduce of the window counts");
+  return Counts{counts[0].item<int64_t>(), counts[1].item<int64_t>()};
+}
+
+std::vector<int64_t> GradientAccumulator::agree(bool abandoning) {
+  if (abandoning)
+    reducer_->abandon();
+  else
+    reducer_->finish();
+  const int64_t world_size = communicator_->world_size();
+  // (1 + world_size) float64: the window's loss sum, then 1 for each rank that abandons it.
+  torch::Tensor agreement = torch::zeros({1 + world_size}, torch::kFloat64);
+  if (!abandoning && loss_sum_.defined())
+    agreement[0] = loss_sum_.to(torch::kCPU);
+  if (abandoning)
+    agreement[1 + communicator_->rank()] = 1.0;
+  communicator_->all_reduce(agreement, dist::Traffic::kControl,
+                            "all-reduce of the window's loss and agreement");
+  agreed_loss_sum_ = agreement[0].item<double>();
+  std::vector<int64_t> abandoned_by;
+  for (int64_t rank = 0; rank < world_size; ++rank) {
+    if (agreement[1 + rank].item<double>() > 0)
+      abandoned_by.push_back(rank);
+  }
+  return abandoned_by;
 }
 
 void GradientAccumulator::free_gradients() {

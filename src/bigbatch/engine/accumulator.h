@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "bigbatch/dist/communicator.h"
+#include "bigbatch/dist/gradient_reducer.h"
 #include "bigbatch/engine/loss_scaler.h"
 #include "bigbatch/engine/lr_schedule.h"
 
@@ -96,6 +98,10 @@ struct WindowResult {
   bool skipped = false;  ///< no optimizer step: weights, optimizer state and schedule as before
   SkipReason skip_reason = SkipReason::kNone;  ///< why it was skipped
   double loss_scale = 0.0;  ///< the scale the window's losses were multiplied by; 0: no scaler
+  /// Data parallel: a rank abandoned the window (abort_window(), after running out of memory),
+  /// so no rank stepped; run the window again. `abandoned_by` lists those ranks.
+  bool restarted = false;
+  std::vector<int64_t> abandoned_by;
 };
 
 /// A non-finite window under NonFinitePolicy::kAbort, or too many skipped windows in a row.
@@ -134,6 +140,16 @@ class NonFiniteError : public std::runtime_error {
 ///
 /// Gradients must be zero (or undefined) when the first window begins: the accumulator owns them
 /// from then on.
+///
+/// Data parallel (set_data_parallel): every rank opens the window with its own shard's counts;
+/// begin_window sums them over the ranks, so each micro-batch loss is normalised by the whole
+/// job's window and the summed gradient is exactly that of the global batch, however unevenly
+/// the shards split it. Micro-batches before a rank's last accumulate locally with no
+/// communication; the last backward starts the gradient buckets (dist::GradientReducer), and
+/// step() completes them and agrees with the other ranks in one small all-reduce on the window's
+/// loss and on whether any rank abandoned it. After that every rank holds the same gradient, so
+/// the inf/NaN checks, clipping, loss scaler and optimizer decide the same everywhere. Every rank
+/// must end each window with step() or abort_window().
 class GradientAccumulator {
  public:
   /// `schedule` may be null: the optimizer's own learning rate is then left as it is.
@@ -153,8 +169,15 @@ class GradientAccumulator {
 
   /// Abandons the open window: its partial gradients are freed and nothing is stepped, so the
   /// same window can be run again (for example with smaller micro-batches after running out of
-  /// memory). Does nothing when no window is open.
+  /// memory). Does nothing when no window is open, except under data parallel: there it is a
+  /// collective that stands for the whole window on this rank (begin_window's count too when the
+  /// window was not opened), and every other rank's step() then returns `restarted`.
   void abort_window();
+
+  /// Sums gradients, counts and losses over the ranks of `communicator` (not owned; null: a
+  /// single process) with `reducer` (not owned; made for the same parameters). Call between
+  /// windows.
+  void set_data_parallel(dist::Communicator* communicator, dist::GradientReducer* reducer);
 
   /// Optimizer steps taken so far.
   int64_t steps_taken() const { return steps_taken_; }
@@ -171,6 +194,12 @@ class GradientAccumulator {
 
  private:
   void free_gradients();
+  /// Data parallel: completes the gradient reduction (or, when `abandoning`, takes part in it
+  /// only) and sums [loss, abandoned flag per rank] over the ranks. Returns the ranks that
+  /// abandoned the window.
+  std::vector<int64_t> agree(bool abandoning);
+  /// Data parallel: `local` summed over the ranks.
+  Counts sum_over_ranks(const Counts& local);
   /// Frees the gradients, backs the scaler off and reports the window as skipped.
   WindowResult skip(WindowResult result, SkipReason reason);
   /// Throws NonFiniteError for the window that would have been the next step.
@@ -184,10 +213,14 @@ class GradientAccumulator {
   double window_scale_ = 0.0;  // the scaler's scale when the window opened
   int64_t steps_taken_ = 0;
   bool window_open_ = false;
-  Counts declared_;
+  dist::Communicator* communicator_ = nullptr;
+  dist::GradientReducer* reducer_ = nullptr;
+  Counts declared_;  // this rank's part of the window
+  Counts window_;    // the whole window: declared_ summed over the ranks
   Counts seen_;
   int64_t micro_batches_ = 0;
   torch::Tensor loss_sum_;  // () float64 on the loss's device: sum of the micro-batch loss sums
+  double agreed_loss_sum_ = 0.0;  // data parallel: loss_sum_ summed over the ranks
 };
 
 /// Global L2 norm of the gradients of `parameters` (undefined gradients skipped), as

@@ -272,6 +272,15 @@ Checkpointer::Checkpointer(const CheckpointParts& parts, CheckpointOptions optio
   }
 }
 
+namespace {
+
+/// The archive of one rank's random generator states ("rng" for rank 0, as in a single process).
+std::string rng_archive_name(int64_t rank) {
+  return rank == 0 ? std::string("rng") : cat("rng_rank", rank);
+}
+
+}  // namespace
+
 void Checkpointer::save(const LoopState& state) {
   const std::vector<TensorEntry> entries = model_tensors(*parts_.model);
   torch::serialize::OutputArchive archive;
@@ -288,19 +297,25 @@ void Checkpointer::save(const LoopState& state) {
   torch::serialize::OutputArchive optimizer_archive(archive.compilation_unit());
   parts_.optimizer->save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
-  torch::serialize::OutputArchive rng_archive(archive.compilation_unit());
-  json rng = json::array();
   // The generators the model's computations draw from (dropout): the CPU one, and in CUDA builds
-  // that of the model's device.
-  const std::vector<torch::Tensor> parameters = parts_.model->parameters();
-  const torch::Device device =
-      parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
-  const auto rng_states = RngState::capture(device).states();
-  for (size_t i = 0; i < rng_states.size(); ++i) {
-    rng_archive.write(cat("s", i), rng_states[i].second);
-    rng.push_back(rng_states[i].first);
+  // that of the model's device; under data parallel those of every rank.
+  std::vector<std::vector<std::pair<std::string, torch::Tensor>>> rank_states =
+      state.rank_rng_states;
+  if (rank_states.empty()) {
+    const std::vector<torch::Tensor> parameters = parts_.model->parameters();
+    const torch::Device device =
+        parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
+    rank_states.push_back(RngState::capture(device).states());
   }
-  archive.write("rng", rng_archive);
+  json rng = json::array();
+  for (const auto& named : rank_states.front())
+    rng.push_back(named.first);
+  for (size_t rank = 0; rank < rank_states.size(); ++rank) {
+    torch::serialize::OutputArchive rng_archive(archive.compilation_unit());
+    for (size_t i = 0; i < rank_states[rank].size(); ++i)
+      rng_archive.write(cat("s", i), rank_states[rank][i].second);
+    archive.write(rng_archive_name(static_cast<int64_t>(rank)), rng_archive);
+  }
   std::ostringstream payload;
   archive.save_to(payload);
 
@@ -391,7 +406,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointParts&
   torch::serialize::InputArchive optimizer_archive;
   parsed.archive.read("optimizer", optimizer_archive);
   torch::serialize::InputArchive rng_archive;
-  parsed.archive.read("rng", rng_archive);
+  parsed.archive.read(rng_archive_name(parts.rank), rng_archive);
   std::vector<std::pair<std::string, torch::Tensor>> rng_states;
   const json& rng_names = header.at("rng");
   for (size_t i = 0; i < rng_names.size(); ++i) {

@@ -29,6 +29,9 @@ struct CheckpointParts {
   torch::optim::Optimizer* optimizer = nullptr;
   LossScaler* loss_scaler = nullptr;
   const Plan* plan = nullptr;
+  /// Data parallel: the rank whose random generator states load_checkpoint restores (every rank
+  /// reads the same file; the checkpoint holds each rank's states).
+  int64_t rank = 0;
 };
 
 /// A CheckpointSink that writes one file per save: the model's parameters and buffers, the

@@ -53,43 +53,51 @@ double scaled_lr(double base_lr, LrScaling scaling, int64_t global_batch, int64_
 
 Plan resolve_plan(const BatchOptions& options) {
   const int64_t global = options.global_batch();
+  const int64_t world = options.world_size();
   BB_CHECK_INPUT(global > 0, "batch.global_batch = ", global, " must be a positive sample count");
+  BB_CHECK_INPUT(world > 0, "the world size (data-parallel processes) is ", world,
+                 "; expected at least 1");
+  BB_CHECK_INPUT(global % world == 0, "batch.global_batch = ", global,
+                 " does not split evenly over ", world,
+                 " processes; make it a multiple of the world size (global_batch = micro_batch x "
+                 "accum_steps x world_size)");
+  const int64_t per_rank = global / world;
+  // Where a per-rank batch is meant, say so when there are several ranks.
+  const std::string batch_name = world == 1
+                                     ? cat("batch.global_batch = ", global)
+                                     : cat("the per-process batch (batch.global_batch = ", global,
+                                           " / ", world, " processes = ", per_rank, ")");
   BB_CHECK_INPUT(options.micro_batch() >= 0, "batch.micro_batch = ", options.micro_batch(),
                  " must be positive (or left unset to derive it from accum_steps)");
   BB_CHECK_INPUT(options.accum_steps() >= 0, "batch.accum_steps = ", options.accum_steps(),
                  " must be positive (or left unset to derive it from micro_batch)");
-  BB_CHECK_INPUT(options.world_size() == 1, "batch.world_size = ", options.world_size(),
-                 " is not supported yet; expected 1 (single process)");
-  BB_CHECK_INPUT(options.micro_batch() <= global, "batch.micro_batch = ", options.micro_batch(),
-                 " is larger than batch.global_batch = ", global,
-                 "; a micro-batch is a part of the global batch");
-  BB_CHECK_INPUT(options.accum_steps() <= global, "batch.accum_steps = ", options.accum_steps(),
-                 " is larger than batch.global_batch = ", global,
-                 "; every micro-batch needs at least one sample");
+  BB_CHECK_INPUT(options.micro_batch() <= per_rank, "batch.micro_batch = ", options.micro_batch(),
+                 " is larger than ", batch_name, "; a micro-batch is a part of it");
+  BB_CHECK_INPUT(options.accum_steps() <= per_rank, "batch.accum_steps = ", options.accum_steps(),
+                 " is larger than ", batch_name, "; every micro-batch needs at least one sample");
 
   Plan plan;
   plan.global_batch = global;
-  plan.world_size = options.world_size();
+  plan.world_size = world;
   if (options.micro_batch() > 0 && options.accum_steps() > 0) {
-    BB_CHECK_INPUT(options.micro_batch() * options.accum_steps() == global,
+    BB_CHECK_INPUT(options.micro_batch() * options.accum_steps() == per_rank,
                    "batch.micro_batch = ", options.micro_batch(),
                    " times batch.accum_steps = ", options.accum_steps(), " is ",
-                   options.micro_batch() * options.accum_steps(),
-                   ", not batch.global_batch = ", global, "; set only one of the two");
+                   options.micro_batch() * options.accum_steps(), ", not ", batch_name,
+                   "; set only one of the two");
     plan.micro_batch = options.micro_batch();
   } else if (options.micro_batch() > 0) {
     plan.micro_batch = options.micro_batch();
   } else if (options.accum_steps() > 0) {
-    plan.micro_batch = ceil_div(global, options.accum_steps());
-    BB_CHECK_INPUT(ceil_div(global, plan.micro_batch) == options.accum_steps(),
-                   "batch.accum_steps = ", options.accum_steps(),
-                   " cannot split batch.global_batch = ", global,
+    plan.micro_batch = ceil_div(per_rank, options.accum_steps());
+    BB_CHECK_INPUT(ceil_div(per_rank, plan.micro_batch) == options.accum_steps(),
+                   "batch.accum_steps = ", options.accum_steps(), " cannot split ", batch_name,
                    " into micro-batches of one size plus a smaller last one; set ",
                    "batch.micro_batch instead");
   } else {
-    plan.micro_batch = global;
+    plan.micro_batch = per_rank;
   }
-  plan.accum_steps = ceil_div(global, plan.micro_batch);
+  plan.accum_steps = ceil_div(per_rank, plan.micro_batch);
 
   plan.base_batch = options.base_batch() == 0 ? global : options.base_batch();
   BB_CHECK_INPUT(plan.base_batch > 0, "optim.base_batch = ", options.base_batch(),
@@ -102,8 +110,15 @@ Plan resolve_plan(const BatchOptions& options) {
   return plan;
 }
 
+void Plan::set_micro_batch(int64_t size) {
+  BB_CHECK(size >= 1 && size <= rank_batch(), "micro-batch ", size, " outside [1, ", rank_batch(),
+           "]");
+  micro_batch = size;
+  accum_steps = ceil_div(rank_batch(), size);
+}
+
 std::vector<int64_t> Plan::split_window(int64_t window_samples) const {
-  BB_CHECK(window_samples > 0 && window_samples <= global_batch, "window of ", window_samples,
+  BB_CHECK(window_samples >= 0 && window_samples <= global_batch, "window of ", window_samples,
            " samples for a global batch of ", global_batch);
   std::vector<int64_t> sizes;
   for (int64_t left = window_samples; left > 0; left -= micro_batch) {
@@ -113,16 +128,22 @@ std::vector<int64_t> Plan::split_window(int64_t window_samples) const {
 }
 
 void Plan::describe(Table& table) const {
-  const std::vector<int64_t> sizes = split_window(global_batch);
+  const std::vector<int64_t> sizes = split_window(rank_batch());
   std::string split = cat(sizes.size(), " x ", micro_batch);
   if (sizes.back() != micro_batch) {
     split = cat(sizes.size() - 1, " x ", micro_batch, " + ", sizes.back());
   }
   table.add("global_batch", std::to_string(global_batch), "samples per optimizer step");
   table.add("micro_batch", std::to_string(micro_batch), "samples per forward/backward pass");
-  table.add("accum_steps", std::to_string(accum_steps),
-            "micro-batches per optimizer step: " + split);
-  table.add("world_size", std::to_string(world_size), "processes (data parallel)");
+  table.add(
+      "accum_steps", std::to_string(accum_steps),
+      cat("micro-batches per optimizer step", world_size > 1 ? " and process" : "", ": ", split));
+  table.add("world_size", std::to_string(world_size),
+            world_size == 1
+                ? std::string("processes (data parallel)")
+                : cat("processes (data parallel): ", global_batch, " = ", micro_batch, " x ",
+                      accum_steps, " x ", world_size,
+                      split.find('+') != std::string::npos ? " (last micro-batch smaller)" : ""));
   char lr_text[64];
   std::snprintf(lr_text, sizeof(lr_text), "%.4g", lr);
   std::string rule = "base lr " + cat(base_lr) + " at batch " + std::to_string(base_batch);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <exception>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -39,18 +40,47 @@ class ModeGuard {
   bool was_;
 };
 
+/// Every rank's random generator states, in rank order (each rank's states have the same sizes).
+std::vector<std::vector<std::pair<std::string, torch::Tensor>>> gather_rng_states(
+    dist::Communicator& communicator, torch::nn::Module& model) {
+  const std::vector<torch::Tensor> parameters = model.parameters();
+  const torch::Device device =
+      parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
+  std::vector<std::vector<std::pair<std::string, torch::Tensor>>> ranks(communicator.world_size());
+  for (const auto& [name, state] : RngState::capture(device).states()) {
+    const std::vector<torch::Tensor> gathered =
+        communicator.all_gather(state, cat("all-gather of the ", name, " random generator states"));
+    for (size_t rank = 0; rank < ranks.size(); ++rank)
+      ranks[rank].emplace_back(name, gathered[rank]);
+  }
+  return ranks;
+}
+
+/// A window's communication, from the counters before and after it and its gradient reduction.
+void add_communication(metrics::WindowRecord& record, const dist::CommStats& before,
+                       const dist::CommStats& after, const dist::ReductionStats& reduction) {
+  record.comm_calls =
+      after.gradients.calls + after.control.calls - before.gradients.calls - before.control.calls;
+  record.gradient_bytes = after.gradients.bytes - before.gradients.bytes;
+  record.comm_bytes = record.gradient_bytes + after.control.bytes - before.control.bytes;
+  record.comm_seconds = reduction.busy_seconds;
+  record.comm_hidden_seconds = reduction.hidden_seconds;
+}
+
 }  // namespace
 
-/// The windows of a run, drawn from a WindowSampler in its order, and their micro-batches,
-/// requested from a data::Prefetcher at the plan's split in the same order. Windows after the
-/// current one are drawn early (the sampler is deterministic, so its order is the same as drawing
-/// each when due) and requested while fewer than the prefetcher's depth of batches are pending,
-/// so that gathering them overlaps the current window's compute.
+/// The windows of a run, drawn from a WindowSampler in its order, and their micro-batches (of
+/// this rank's shard), requested from a data::Prefetcher at the plan's split in the same order.
+/// Windows after the current one are drawn early (the sampler is deterministic, so its order is the
+/// same as drawing each when due) and requested while fewer than the prefetcher's depth of batches
+/// are pending, so that gathering them overlaps the current window's compute.
 class Trainer::Feed {
  public:
   Feed(const data::Dataset& data, const Plan& plan, uint64_t seed, int64_t depth,
-       DataPosition start)
-      : sampler_(data.size(), plan.global_batch, seed, start), prefetcher_(data, depth) {}
+       DataPosition start, int64_t rank)
+      : sampler_(data.size(), plan.global_batch, seed, start),
+        prefetcher_(data, depth),
+        rank_(rank) {}
 
   /// The next window of the sampler; its micro-batches are requested (at `plan`'s split).
   Window take(const Plan& plan) {
@@ -83,8 +113,10 @@ class Trainer::Feed {
     request(ahead_.back(), plan);
   }
   void request(const Window& window, const Plan& plan) {
-    auto begin = window.indices.begin();
-    for (const int64_t size : plan.split_window(static_cast<int64_t>(window.indices.size()))) {
+    const ShardRange shard =
+        shard_range(static_cast<int64_t>(window.indices.size()), rank_, plan.world_size);
+    auto begin = window.indices.begin() + shard.begin;
+    for (const int64_t size : plan.split_window(shard.size())) {
       prefetcher_.request(std::vector<int64_t>(begin, begin + size));
       begin += size;
     }
@@ -93,6 +125,7 @@ class Trainer::Feed {
   WindowSampler sampler_;
   data::Prefetcher prefetcher_;
   std::deque<Window> ahead_;  ///< drawn and requested, not yet taken
+  int64_t rank_;
 };
 
 void validate(const TrainerOptions& options) {
@@ -118,20 +151,29 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
            "TrainingSetup is missing a part");
   plan_ = *setup.plan;
   validate(options);
+  if (setup.communicator != nullptr) {
+    rank_ = setup.communicator->rank();
+    world_size_ = setup.communicator->world_size();
+  }
+  BB_CHECK_INPUT(plan_.world_size == world_size_, "the plan is for ", plan_.world_size,
+                 " process(es) but the job has ", world_size_);
+}
+
+ShardRange Trainer::shard_of(int64_t samples) const {
+  return shard_range(samples, rank_, world_size_);
 }
 
 void Trainer::resume(const LoopState& state) {
-  BB_CHECK_INPUT(state.micro_batch >= 1 && state.micro_batch <= plan_.global_batch,
+  BB_CHECK_INPUT(state.micro_batch >= 1 && state.micro_batch <= plan_.rank_batch(),
                  "cannot resume at micro-batch ", state.micro_batch, ": it must lie in [1, ",
-                 plan_.global_batch, "] (the global batch)");
+                 plan_.rank_batch(), "] (the batch of one process)");
   BB_CHECK_INPUT(state.summary.steps >= 0 && state.summary.steps <= options_.total_steps(),
                  "cannot resume after optimizer step ", state.summary.steps, " of a run of ",
                  options_.total_steps(), " steps");
   BB_CHECK_INPUT(state.windows >= state.summary.steps && state.consecutive_skips >= 0,
                  "inconsistent loop state: ", state.windows, " windows, ", state.summary.steps,
                  " steps, ", state.consecutive_skips, " consecutive skips");
-  plan_.micro_batch = state.micro_batch;
-  plan_.accum_steps = (plan_.global_batch + state.micro_batch - 1) / state.micro_batch;
+  plan_.set_micro_batch(state.micro_batch);
   resume_from_ = state;
 }
 
@@ -143,8 +185,16 @@ TrainSummary Trainer::fit() {
                                       .max_grad_norm(options_.max_grad_norm())
                                       .on_nonfinite(options_.on_nonfinite()));
   accumulator.set_loss_scaler(setup_.loss_scaler);
+  dist::Communicator* const communicator = setup_.communicator;
+  if (communicator != nullptr) {
+    dist::broadcast_module(*communicator, model);  // every rank starts from rank 0's weights
+    reducer_ = std::make_unique<dist::GradientReducer>(
+        *communicator, model.parameters(),
+        dist::ReducerOptions().bucket_bytes(options_.bucket_bytes()));
+    accumulator.set_data_parallel(communicator, reducer_.get());
+  }
   Feed feed(*setup_.train_data, plan_, options_.seed(), options_.prefetch_depth(),
-            resume_from_ ? resume_from_->data : DataPosition{});
+            resume_from_ ? resume_from_->data : DataPosition{}, rank_);
 
   TrainSummary summary;
   summary.first_val_loss = summary.last_val_loss = std::numeric_limits<double>::quiet_NaN();
@@ -171,6 +221,8 @@ TrainSummary Trainer::fit() {
     const auto window_start = Clock::now();
     memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
     tracker.reset_peak();
+    const dist::CommStats comm_before =
+        communicator != nullptr ? communicator->stats() : dist::CommStats{};
     const Window window = feed.take(plan_);                             // 1. take a window
     const WindowResult result = run_window(accumulator, feed, window);  // 2. + 3.
     // 4. Observe.
@@ -189,6 +241,8 @@ TrainSummary Trainer::fit() {
         make_record(result, window.epoch, step_seconds, seconds_before + seconds_since(start));
     record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
     record.skipped_steps = summary.skipped_steps;
+    if (communicator != nullptr)
+      add_communication(record, comm_before, communicator->stats(), reducer_->last_window());
     summary.peak_bytes = std::max(summary.peak_bytes, record.peak_bytes);
     for (metrics::MetricsSink* sink : sinks_)
       sink->on_window(record);
@@ -207,7 +261,7 @@ TrainSummary Trainer::fit() {
     summary.final_micro_batch = plan_.micro_batch;
     summary.final_loss_scale = setup_.loss_scaler != nullptr ? setup_.loss_scaler->scale() : 0.0;
     summary.seconds = seconds_before + seconds_since(start);
-    const bool stop = setup_.stop_requested != nullptr && setup_.stop_requested->load();
+    const bool stop = stop_requested();
     const bool due = !result.skipped && options_.checkpoint_every() > 0 &&
                      result.step % options_.checkpoint_every() == 0;
     if (last || due || stop)
@@ -224,11 +278,23 @@ TrainSummary Trainer::fit() {
   summary.seconds = seconds_before + seconds_since(start);
   for (metrics::MetricsSink* sink : sinks_)
     sink->on_finish();
+  accumulator.set_data_parallel(nullptr, nullptr);
+  reducer_.reset();
   return summary;
 }
 
+bool Trainer::stop_requested() {
+  if (setup_.stop_requested == nullptr)
+    return false;
+  const bool local = setup_.stop_requested->load();
+  if (setup_.communicator == nullptr)
+    return local;
+  return setup_.communicator->any(local, "agreement on a stop request");
+}
+
 void Trainer::save_checkpoint(const TrainSummary& summary, const DataPosition& position) {
-  if (setup_.checkpoints == nullptr)
+  dist::Communicator* const communicator = setup_.communicator;
+  if (setup_.checkpoints == nullptr && communicator == nullptr)
     return;
   LoopState state;
   state.summary = summary;
@@ -236,14 +302,34 @@ void Trainer::save_checkpoint(const TrainSummary& summary, const DataPosition& p
   state.windows = windows_;
   state.consecutive_skips = consecutive_skips_;
   state.micro_batch = plan_.micro_batch;
-  setup_.checkpoints->save(state);
+  if (communicator == nullptr) {
+    setup_.checkpoints->save(state);
+    return;
+  }
+  state.rank_rng_states = gather_rng_states(*communicator, *setup_.model);
+  // Rank 0 writes; the others learn whether it could, so that none goes on alone.
+  std::exception_ptr failure;
+  if (setup_.checkpoints != nullptr) {
+    try {
+      setup_.checkpoints->save(state);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (communicator->any(failure != nullptr, "agreement on the checkpoint write")) {
+    if (failure)
+      std::rethrow_exception(failure);
+    throw std::runtime_error(cat("rank ", rank_, ": stopping at optimizer step ", summary.steps,
+                                 " because another rank could not write its checkpoint (its own "
+                                 "message says why)"));
+  }
 }
 
 Trainer::PreparedWindow Trainer::prepare(Feed& feed, const Window& window,
                                          int64_t windows_ahead) const {
   PreparedWindow prepared;
   const size_t micro_batches =
-      plan_.split_window(static_cast<int64_t>(window.indices.size())).size();
+      plan_.split_window(shard_of(static_cast<int64_t>(window.indices.size())).size()).size();
   for (size_t i = 0; i < micro_batches; ++i) {
     prepared.batches.push_back(feed.next());
     prepared.counts.push_back(setup_.objective->count(prepared.batches.back()));
@@ -263,15 +349,29 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, Feed& feed,
     } catch (const c10::OutOfMemoryError&) {
       // From forward, backward or gathering a batch (on the prefetch worker or not): the window
       // starts over from its first micro-batch with half the micro-batch. No sample is skipped
-      // or counted twice, and the window gradient is the same sum as before.
+      // or counted twice, and the window gradient is the same sum as before. Under data
+      // parallel abort_window() tells the other ranks, which restart the window with it.
       accumulator.abort_window();
       if (!options_.retry_on_oom() || plan_.micro_batch == 1)
         throw;
-      restart_window(accumulator, feed, window);
+      restart_window(accumulator, feed, window, world_size_ > 1 ? cat(" on rank ", rank_) : "");
       rng_at_start.restore();
       continue;
     }
-    return finish_window(accumulator);
+    const WindowResult result = finish_window(accumulator);
+    if (!result.restarted)
+      return result;
+    // Another rank ran out of memory: every rank runs the window again at half the micro-batch.
+    std::string ranks;
+    for (const int64_t rank : result.abandoned_by)
+      ranks += cat(ranks.empty() ? "" : ", ", rank);
+    if (!options_.retry_on_oom() || plan_.micro_batch == 1) {
+      throw std::runtime_error(cat("rank ", ranks, " ran out of memory in optimizer step ",
+                                   result.step, " at micro-batch ", plan_.micro_batch,
+                                   " and cannot retry; raise memory.budget"));
+    }
+    restart_window(accumulator, feed, window, cat(" on rank ", ranks));
+    rng_at_start.restore();
   }
 }
 
@@ -289,13 +389,12 @@ void Trainer::accumulate_window(GradientAccumulator& accumulator, Feed& feed,
 }
 
 void Trainer::restart_window(const GradientAccumulator& accumulator, Feed& feed,
-                             const Window& window) {
+                             const Window& window, const std::string& where) {
   const int64_t smaller = plan_.micro_batch / 2;
-  notify(cat("out of memory at micro-batch ", plan_.micro_batch, " in step ",
+  notify(cat("out of memory", where, " at micro-batch ", plan_.micro_batch, " in step ",
              accumulator.steps_taken() + 1, "; restarting the window at micro-batch ", smaller,
              " (global batch unchanged)"));
-  plan_.micro_batch = smaller;
-  plan_.accum_steps = (plan_.global_batch + smaller - 1) / smaller;
+  plan_.set_micro_batch(smaller);
   feed.restart(window, plan_);
 }
 
@@ -338,6 +437,7 @@ metrics::WindowRecord Trainer::make_record(const WindowResult& result, int64_t e
   record.skipped = result.skipped;
   record.skip_reason = to_string(result.skip_reason);
   record.loss_scale = result.loss_scale;
+  record.world_size = world_size_;
   return record;
 }
 
@@ -353,14 +453,29 @@ metrics::EvalRecord Trainer::evaluate() {
   double loss_sum = 0.0;
   int64_t correct = 0;  // -1 once a batch has no notion of a correct prediction
   Counts total;
-  for (int64_t begin = 0; begin < count; begin += plan_.micro_batch) {
-    std::vector<int64_t> indices(std::min(plan_.micro_batch, count - begin));
+  const ShardRange shard = shard_of(count);
+  for (int64_t begin = shard.begin; begin < shard.end; begin += plan_.micro_batch) {
+    std::vector<int64_t> indices(std::min(plan_.micro_batch, shard.end - begin));
     std::iota(indices.begin(), indices.end(), begin);
     const data::Batch batch = val.get(indices);
     total += setup_.objective->count(batch);
     const EvalSums sums = setup_.objective->evaluate(batch);
     loss_sum += sums.loss_sum.item<double>();
     correct = (correct < 0 || sums.correct < 0) ? -1 : correct + sums.correct;
+  }
+  if (setup_.communicator != nullptr) {
+    // (5) float64: loss sum, correct predictions, samples, tokens, ranks without accuracy.
+    torch::Tensor sums =
+        torch::tensor({loss_sum, static_cast<double>(std::max<int64_t>(correct, 0)),
+                       static_cast<double>(total.samples), static_cast<double>(total.tokens),
+                       correct < 0 ? 1.0 : 0.0},
+                      torch::kFloat64);
+    setup_.communicator->all_reduce(sums, dist::Traffic::kControl,
+                                    "all-reduce of the evaluation sums");
+    const auto summed = sums.accessor<double, 1>();
+    loss_sum = summed[0];
+    correct = summed[4] > 0 ? -1 : static_cast<int64_t>(summed[1]);
+    total = Counts{static_cast<int64_t>(summed[2]), static_cast<int64_t>(summed[3])};
   }
   const double units =
       static_cast<double>(std::max<int64_t>(1, total.units(setup_.objective->unit())));

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "bigbatch/data/dataset.h"
+#include "bigbatch/dist/communicator.h"
+#include "bigbatch/dist/gradient_reducer.h"
 #include "bigbatch/engine/accumulator.h"
 #include "bigbatch/engine/lr_schedule.h"
 #include "bigbatch/engine/objective.h"
@@ -56,6 +58,8 @@ struct TrainerOptions {
   /// Save a checkpoint (TrainingSetup::checkpoints) every this many optimizer steps, and after the
   /// last; 0: only after the last.
   TORCH_ARG(int64_t, checkpoint_every) = 0;
+  /// Data parallel: bytes of gradient per all-reduce bucket (dist::ReducerOptions).
+  TORCH_ARG(int64_t, bucket_bytes) = int64_t{1} << 20;
 };
 
 /// State that lives beside the window gradient and must follow the window's life, such as
@@ -99,8 +103,18 @@ struct TrainingSetup {
   CheckpointSink* checkpoints = nullptr;    ///< may be null: no checkpoints
   /// May be null. Once it reads true, the loop stops at the next window boundary, after saving a
   /// checkpoint (when there is a sink); TrainSummary::stopped tells. Set it from a signal handler
-  /// to stop cleanly on SIGINT or SIGTERM.
+  /// to stop cleanly on SIGINT or SIGTERM. Under data parallel, give it on every rank or on none:
+  /// the ranks agree at each boundary, so all stop at the same one when any rank asks.
   const std::atomic<bool>* stop_requested = nullptr;
+  /// May be null: a single process. Otherwise this is one rank of a data-parallel job and every
+  /// rank runs the same loop with the same setup (same seed, data, plan with its world_size):
+  /// rank 0's weights are broadcast at the start; each rank takes its shard of every window
+  /// (engine::shard_range) and accumulates it locally; gradients are summed once per window
+  /// (dist::GradientReducer) and the counts, the loss and every decision (a rank out of memory,
+  /// a stop request, a failed checkpoint write) are agreed, so every rank takes the same steps
+  /// and holds the same weights. Evaluation is sharded too. Give checkpoint and metrics sinks to
+  /// rank 0 only; the random generator states of every rank reach its checkpoints.
+  dist::Communicator* communicator = nullptr;
 };
 
 /// How training went.
@@ -132,6 +146,9 @@ struct LoopState {
   int64_t windows = 0;            ///< windows taken, skipped ones included
   int64_t consecutive_skips = 0;  ///< windows skipped in a row just before this boundary
   int64_t micro_batch = 0;        ///< micro-batch in use (smaller than the plan's after OOM)
+  /// Data parallel: the random generator states (RngState::states()) of every rank, in rank
+  /// order; empty in a single process, whose checkpoint captures the current ones.
+  std::vector<std::vector<std::pair<std::string, torch::Tensor>>> rank_rng_states;
 };
 
 /// Runs the loop in numbered phases per window:
@@ -180,8 +197,10 @@ class Trainer {
   WindowResult run_window(GradientAccumulator& accumulator, Feed& feed, const Window& window);
   /// Phase 2: hooks told, then forward + backward of every micro-batch of the window.
   void accumulate_window(GradientAccumulator& accumulator, Feed& feed, const Window& window);
-  /// Halves the micro-batch after out of memory in phase 2 and re-requests the pending windows.
-  void restart_window(const GradientAccumulator& accumulator, Feed& feed, const Window& window);
+  /// Halves the micro-batch after out of memory in phase 2 (here, or on another rank: `where`)
+  /// and re-requests the pending windows.
+  void restart_window(const GradientAccumulator& accumulator, Feed& feed, const Window& window,
+                      const std::string& where);
   /// Phase 3: the boundary, then the hooks; out of memory here is an error, not a restart.
   WindowResult finish_window(GradientAccumulator& accumulator);
   metrics::WindowRecord make_record(const WindowResult& result, int64_t epoch, double step_seconds,
@@ -192,6 +211,10 @@ class Trainer {
   void on_skipped(const WindowResult& result, int64_t consecutive);
   /// Hands the state after the window that ended at `position` to the checkpoint sink.
   void save_checkpoint(const TrainSummary& summary, const DataPosition& position);
+  /// Whether to stop now: the stop request, agreed over the ranks.
+  bool stop_requested();
+  /// This rank's shard of a window of `samples`.
+  ShardRange shard_of(int64_t samples) const;
 
   TrainingSetup setup_;
   TrainerOptions options_;
@@ -201,6 +224,9 @@ class Trainer {
   std::optional<LoopState> resume_from_;  ///< set by resume()
   int64_t windows_ = 0;                   ///< windows taken, skipped ones included
   int64_t consecutive_skips_ = 0;
+  int64_t rank_ = 0;
+  int64_t world_size_ = 1;
+  std::unique_ptr<dist::GradientReducer> reducer_;  ///< data parallel, during fit()
 };
 
 }  // namespace bigbatch::engine

@@ -7,6 +7,17 @@
 
 namespace bigbatch::engine {
 
+ShardRange shard_range(int64_t count, int64_t rank, int64_t world_size) {
+  BB_CHECK(world_size >= 1 && rank >= 0 && rank < world_size && count >= 0, "shard ", rank, " of ",
+           world_size, " of ", count, " items");
+  const int64_t base = count / world_size;
+  const int64_t extra = count % world_size;
+  ShardRange range;
+  range.begin = rank * base + std::min(rank, extra);
+  range.end = range.begin + base + (rank < extra ? 1 : 0);
+  return range;
+}
+
 WindowSampler::WindowSampler(int64_t dataset_size, int64_t global_batch, uint64_t seed,
                              DataPosition start)
     : dataset_size_(dataset_size),

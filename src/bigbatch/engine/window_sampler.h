@@ -26,6 +26,16 @@ struct Window {
   DataPosition end() const { return {epoch, start + static_cast<int64_t>(indices.size())}; }
 };
 
+/// The items [begin, end) of `count` that rank `rank` of `world_size` takes: contiguous, in rank
+/// order, sizes differing by at most one (the first count % world_size ranks take one more), so
+/// that the shards of all ranks together are the items in their order.
+struct ShardRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+ShardRange shard_range(int64_t count, int64_t rank, int64_t world_size);
+
 /// Walks a fresh permutation of [0, dataset_size) every epoch (see data::epoch_permutation) and
 /// cuts it into windows of `global_batch` indices. The last window of an epoch holds what is left
 /// (dataset_size % global_batch samples when that is not zero): no sample is dropped or repeated.

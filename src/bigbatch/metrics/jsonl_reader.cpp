@@ -43,6 +43,14 @@ WindowRecord window_of(const json& line) {
   r.skip_reason = line.value("skip_reason", std::string());
   r.skipped_steps = count(line, "skipped_steps");
   r.loss_scale = number(line, "loss_scale");
+  r.world_size = line.contains("world_size") ? count(line, "world_size") : 1;
+  r.comm_calls = count(line, "comm_calls");
+  r.comm_bytes = count(line, "comm_bytes");
+  r.gradient_bytes = count(line, "gradient_bytes");
+  if (r.world_size > 1) {
+    r.comm_seconds = number(line, "comm_seconds");
+    r.comm_hidden_seconds = number(line, "comm_hidden_seconds");
+  }
   return r;
 }
 

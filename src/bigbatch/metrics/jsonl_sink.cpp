@@ -38,7 +38,18 @@ void JsonlSink::on_window(const WindowRecord& r) {
                                {"skip_reason", r.skip_reason},
                                {"skipped_steps", r.skipped_steps},
                                {"loss_scale", r.loss_scale}};
-  write_line(line.dump());
+  if (r.world_size == 1) {
+    write_line(line.dump());
+    return;
+  }
+  nlohmann::json with_comm = line;
+  with_comm["world_size"] = r.world_size;
+  with_comm["comm_calls"] = r.comm_calls;
+  with_comm["comm_bytes"] = r.comm_bytes;
+  with_comm["gradient_bytes"] = r.gradient_bytes;
+  with_comm["comm_seconds"] = r.comm_seconds;
+  with_comm["comm_hidden_seconds"] = r.comm_hidden_seconds;
+  write_line(with_comm.dump());
 }
 
 void JsonlSink::on_eval(const EvalRecord& r) {

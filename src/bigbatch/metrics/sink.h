@@ -30,6 +30,14 @@ struct WindowRecord {
   std::string skip_reason;          ///< "nonfinite_loss" or "nonfinite_gradient"; "" if taken
   int64_t skipped_steps = 0;        ///< windows skipped so far, this one included
   double loss_scale = 0.0;          ///< the window's loss scale; 0: no loss scaling
+  /// Data parallel: ranks in the job (samples and tokens above are over all of them) and this
+  /// rank's communication in the window; the comm_ fields stay 0 in a single process.
+  int64_t world_size = 1;
+  int64_t comm_calls = 0;            ///< collectives issued (gradient buckets and control)
+  int64_t comm_bytes = 0;            ///< bytes handed to them
+  int64_t gradient_bytes = 0;        ///< of which in gradient buckets
+  double comm_seconds = 0.0;         ///< time gradient buckets were in flight
+  double comm_hidden_seconds = 0.0;  ///< of that, the part behind the last backward
 };
 
 /// One evaluation on the held-out split.

@@ -24,6 +24,12 @@ void TensorBoardSink::on_window(const WindowRecord& r) {
   }
   if (r.loss_scale > 0)
     scalars.push_back({"train/loss_scale", r.loss_scale});
+  if (r.world_size > 1) {
+    scalars.push_back({"comm/gradient_mib", static_cast<double>(r.gradient_bytes) / 1048576.0});
+    scalars.push_back({"comm/calls", static_cast<double>(r.comm_calls)});
+    if (r.comm_seconds > 0)
+      scalars.push_back({"comm/hidden_fraction", r.comm_hidden_seconds / r.comm_seconds});
+  }
   scalars.push_back({"train/skipped_steps", static_cast<double>(r.skipped_steps)});
   events_.write(scalars_event(wall_time_now(), r.step, scalars));
 }

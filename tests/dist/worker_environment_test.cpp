@@ -27,13 +27,12 @@ TEST(WorkerEnvironment, AbsentWithoutWorldSize) {
 }
 
 TEST(WorkerEnvironment, ReadsTorchrunsVariables) {
-  const auto env = dist::read_worker_environment(
-      lookup_in({{"RANK", "3"},
-                 {"WORLD_SIZE", "4"},
-                 {"LOCAL_RANK", "1"},
-                 {"LOCAL_WORLD_SIZE", "2"},
-                 {"MASTER_ADDR", "10.0.0.7"},
-                 {"MASTER_PORT", "29511"}}));
+  const auto env = dist::read_worker_environment(lookup_in({{"RANK", "3"},
+                                                            {"WORLD_SIZE", "4"},
+                                                            {"LOCAL_RANK", "1"},
+                                                            {"LOCAL_WORLD_SIZE", "2"},
+                                                            {"MASTER_ADDR", "10.0.0.7"},
+                                                            {"MASTER_PORT", "29511"}}));
   ASSERT_TRUE(env.has_value());
   EXPECT_EQ(env->rank, 3);
   EXPECT_EQ(env->world_size, 4);
@@ -71,8 +70,7 @@ TEST(WorkerEnvironment, RejectsEachBadValueNamingTheVariable) {
   EXPECT_NE(error_with("RANK", "2").find("RANK=2 must lie in [0, WORLD_SIZE) = [0, 2)"),
             std::string::npos);
   EXPECT_NE(error_with("RANK", "-1").find("RANK=-1"), std::string::npos);
-  EXPECT_NE(error_with("MASTER_ADDR", std::nullopt).find("MASTER_ADDR is not"),
-            std::string::npos);
+  EXPECT_NE(error_with("MASTER_ADDR", std::nullopt).find("MASTER_ADDR is not"), std::string::npos);
   EXPECT_NE(error_with("MASTER_PORT", "70000").find("MASTER_PORT=70000 must lie in [1, 65535]"),
             std::string::npos);
   EXPECT_NE(error_with("LOCAL_RANK", "5").find("LOCAL_RANK=5"), std::string::npos);

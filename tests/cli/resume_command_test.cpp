@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "bigbatch/io/checkpoint_file.h"
+#include "cli/child_process.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
 
@@ -32,47 +33,6 @@ const char* kJob =
     "-s batch.global_batch=32 -s batch.micro_batch=8 -s data.split_block=512 "
     "-s train.eval_every=10 -s train.eval_samples=32 -s train.threads=1 -s train.blas_threads=1 "
     "-s sample.bytes=20 -s checkpoint.every=1 -s checkpoint.keep=2 -s train.steps=80";
-
-/// `bigbatch ARGS` started in the background with its output in a file; the shell splits ARGS.
-class Child {
- public:
-  Child(const std::string& arguments, const std::string& log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      const std::string command = "exec " + std::string(BIGBATCH_CLI_PATH) + " " + arguments;
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  /// Whether it is still running.
-  bool running() {
-    if (finished_)
-      return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      finished_ = true;
-      status_ = status;
-    }
-    return !finished_;
-  }
-  void kill(int signal_number) { ::kill(pid_, signal_number); }
-  /// Waits for it; the exit code, or 128 + the signal that ended it.
-  int wait() {
-    if (!finished_) {
-      ::waitpid(pid_, &status_, 0);
-      finished_ = true;
-    }
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool finished_ = false;
-  int status_ = 0;
-};
 
 /// The model tensors of a checkpoint file, in order.
 std::vector<torch::Tensor> model_tensors(const std::string& path) {

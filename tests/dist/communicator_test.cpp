@@ -63,6 +63,16 @@ TEST(Communicator, BroadcastModuleGivesEveryRankRankZerosWeights) {
     EXPECT_TRUE(torch::equal(layer->weight, torch::ones({2, 3})));
     EXPECT_TRUE(torch::equal(norm->running_mean, torch::full({2}, 5.0f)));
     EXPECT_EQ(norm->num_batches_tracked.item<int64_t>(), 3);
+
+    {
+      const torch::NoGradGuard no_grad;  // the ranks' statistics drift apart, then are averaged
+      norm->running_var.fill_(static_cast<float>(2 * communicator.rank() + 1));
+      norm->num_batches_tracked.fill_(communicator.rank() + 10);
+    }
+    dist::average_buffers(communicator, *model);
+    EXPECT_TRUE(torch::equal(norm->running_var, torch::full({2}, 2.0f)));
+    EXPECT_EQ(norm->num_batches_tracked.item<int64_t>(), communicator.rank() + 10)
+        << "integer buffers are counters, not statistics";
   });
 }
 

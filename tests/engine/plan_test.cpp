@@ -12,6 +12,7 @@ namespace {
 
 using engine::BatchOptions;
 using engine::LrScaling;
+using engine::Plan;
 using engine::resolve_plan;
 
 std::string error_of(const BatchOptions& options) {
@@ -65,9 +66,36 @@ TEST(Plan, ImpossibleSettingsNameTheFieldAndValue) {
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(9).accum_steps(4)).find("accum_steps = 4"),
             std::string::npos);
-  EXPECT_NE(error_of(BatchOptions().world_size(2)).find("world_size = 2"), std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(64).world_size(3))
+                .find("batch.global_batch = 64 does not split evenly over 3 processes"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().world_size(0)).find("world size"), std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(64).world_size(2).micro_batch(40))
+                .find("batch.micro_batch = 40 is larger than the per-process batch "
+                      "(batch.global_batch = 64 / 2 processes = 32)"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().global_batch(64).world_size(2).micro_batch(8).accum_steps(8))
+                .find("is 64, not the per-process batch"),
+            std::string::npos);
   EXPECT_NE(error_of(BatchOptions().base_lr(-1)).find("optim.lr = -1"), std::string::npos);
   EXPECT_NE(error_of(BatchOptions().base_lr(NAN)).find("optim.lr = nan"), std::string::npos);
+}
+
+TEST(Plan, WorldSizeSplitsTheGlobalBatchOverTheRanks) {
+  const Plan by_micro = resolve_plan(BatchOptions().global_batch(64).world_size(2).micro_batch(8));
+  EXPECT_EQ(by_micro.rank_batch(), 32);
+  EXPECT_EQ(by_micro.accum_steps, 4);
+  const Plan by_accum = resolve_plan(BatchOptions().global_batch(64).world_size(4).accum_steps(2));
+  EXPECT_EQ(by_accum.micro_batch, 8);
+  EXPECT_EQ(by_accum.split_window(16), (std::vector<int64_t>{8, 8}));  // a rank's shard
+  EXPECT_TRUE(by_accum.split_window(0).empty());                       // an empty shard
+  Plan smaller = by_micro;
+  smaller.set_micro_batch(3);
+  EXPECT_EQ(smaller.accum_steps, 11);  // 32 as 10 x 3 + 2
+  Table table("plan");
+  by_micro.describe(table);
+  const std::string text = table.render();
+  EXPECT_NE(text.find("processes (data parallel): 64 = 8 x 4 x 2"), std::string::npos) << text;
 }
 
 TEST(Plan, DescribeListsTheSplit) {

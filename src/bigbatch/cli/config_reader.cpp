@@ -73,6 +73,8 @@ std::string value_text<double>(const double& value) {
     if (std::strtod(buffer, nullptr) == value)
       break;
   }
+  if (value == std::floor(value) && std::fabs(value) < 1e15)
+    std::snprintf(buffer, sizeof(buffer), "%.0f", value);  // 300.0, not 3e+02
   std::string text = buffer;
   if (text.find_first_of(".eEn") == std::string::npos)
     text += ".0";  // TOML needs a float form

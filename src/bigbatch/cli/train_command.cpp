@@ -377,6 +377,11 @@ int launch_train(const TrainCommandOptions& options, std::ostream& out) {
                    " is not a bigbatch run directory: it has no config.toml");
   }
   const TrainConfig config = load_config(checked);
+  engine::BatchOptions batch = config.batch;
+  batch.world_size(options.nproc);
+  if (config.auto_micro_batch)
+    batch.micro_batch(0);
+  engine::resolve_plan(batch);  // an impossible split is reported once, before any rank starts
   std::vector<std::string> command = {fs::read_symlink("/proc/self/exe").string(), "train"};
   if (!options.config_path.empty())
     command.insert(command.end(), {"--config", options.config_path});

@@ -78,4 +78,11 @@ class Communicator {
 /// dtype).
 void broadcast_module(Communicator& communicator, torch::nn::Module& module);
 
+/// Sets every floating-point buffer of `module` (BatchNorm running statistics) to its mean over
+/// the ranks, so that all ranks evaluate and save the same model (one all-reduce per dtype;
+/// nothing without such buffers). Each rank's statistics come from its own shard: for equal
+/// shards the mean of the running means is exactly the running mean of the whole windows' means,
+/// while the mean of the running variances leaves out the spread between the shards' means.
+void average_buffers(Communicator& communicator, torch::nn::Module& module);
+
 }  // namespace bigbatch::dist

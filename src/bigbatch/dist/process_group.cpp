@@ -86,21 +86,18 @@ class Heartbeat {
     store_->add(key_, 1);
     thread_ = std::thread([this] { run(); });
   }
+  /// Only for a heartbeat whose store host is alive: the thread is joined. After a failure the
+  /// owner leaks the heartbeat instead (its thread may be stuck in a call to a stopped host).
   ~Heartbeat() {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
     }
     wake_.notify_all();
-    if (abandoned_)
-      thread_.detach();  // it may be stuck in a call to a stopped store host
-    else
-      thread_.join();
+    thread_.join();
   }
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
-  /// After a failure: do not wait for the thread on destruction.
-  void abandon() { abandoned_ = true; }
 
  private:
   void run() {
@@ -123,7 +120,6 @@ class Heartbeat {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
-  std::atomic<bool> abandoned_{false};
   std::thread thread_;
 };
 
@@ -176,7 +172,10 @@ class GroupCommunicator;
 /// A c10d work item; its end time is recorded by a callback on its future.
 class GroupWork : public PendingWork {
  public:
-  GroupWork(c10::intrusive_ptr<c10d::Work> work, GroupCommunicator& owner, std::string what);
+  /// `result` (defined when the collective ran on a staged device copy) is copied into `target`
+  /// after the wait.
+  GroupWork(c10::intrusive_ptr<c10d::Work> work, GroupCommunicator& owner, std::string what,
+            torch::Tensor result = {}, torch::Tensor target = {});
   void wait() override;
   double finished_at() const override { return finished_at_->load(); }
 
@@ -184,6 +183,8 @@ class GroupWork : public PendingWork {
   c10::intrusive_ptr<c10d::Work> work_;
   GroupCommunicator& owner_;
   std::string what_;
+  torch::Tensor result_;
+  torch::Tensor target_;
   double started_at_;
   std::shared_ptr<std::atomic<double>> finished_at_ = std::make_shared<std::atomic<double>>(0.0);
 };
@@ -222,6 +223,7 @@ class GroupCommunicator : public Communicator {
         auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
         nccl_options->timeout = timeout;
         nccl_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, nccl_options);
+        device_ = torch::Device(torch::kCUDA, static_cast<int16_t>(worker.local_rank));
       }
 #endif
       if (options.backend() == Backend::kGloo) {
@@ -231,8 +233,6 @@ class GroupCommunicator : public Communicator {
       }
     } catch (const std::exception& error) {
       failed_ = true;
-      if (heartbeat_)
-        heartbeat_->abandon();
       throw DistError(cat("rank ", worker.rank, ": the ", worker.world_size,
                           " ranks did not all join through ", where, " within ",
                           options.timeout_seconds(), " s (dist.timeout): ", first_line(error),
@@ -244,9 +244,10 @@ class GroupCommunicator : public Communicator {
   ~GroupCommunicator() override {
     if (!failed_)
       return;
-    // Its threads may be blocked on a dead or stopped peer: destroying the group would join
-    // them and wait out their timeouts. The process is about to exit; leave them.
-    heartbeat_->abandon();
+    // Its threads may be blocked on a dead or stopped peer: destroying the group (or the
+    // heartbeat) would join them and wait out their timeouts, or free what they still use. The
+    // process is about to exit; leave them all as they are.
+    (void)heartbeat_.release();
     (void)gloo_.release();
     (void)store_.release();
 #ifdef BIGBATCH_WITH_NCCL
@@ -264,32 +265,37 @@ class GroupCommunicator : public Communicator {
   std::unique_ptr<PendingWork> start_all_reduce(torch::Tensor tensor, Traffic traffic,
                                                 const std::string& what) override {
     count(traffic, tensor);
-    std::vector<torch::Tensor> tensors{std::move(tensor)};
-    return std::make_unique<GroupWork>(
-        guard(what, [&](auto& group) { return group.allreduce(tensors); }), *this, what);
+    std::vector<torch::Tensor> tensors{staged(tensor)};
+    auto work = guard(what, [&](auto& group) { return group.allreduce(tensors); });
+    if (tensors[0].is_same(tensor))
+      return std::make_unique<GroupWork>(std::move(work), *this, what);
+    return std::make_unique<GroupWork>(std::move(work), *this, what, tensors[0], tensor);
   }
 
   void broadcast(torch::Tensor tensor, int64_t root, const std::string& what) override {
     count(Traffic::kControl, tensor);
-    std::vector<torch::Tensor> tensors{std::move(tensor)};
+    std::vector<torch::Tensor> tensors{staged(tensor)};
     c10d::BroadcastOptions broadcast_options;
     broadcast_options.rootRank = root;
     GroupWork(guard(what, [&](auto& group) { return group.broadcast(tensors, broadcast_options); }),
-              *this, what)
+              *this, what, tensors[0], tensor)
         .wait();
   }
 
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor,
                                         const std::string& what) override {
     count(Traffic::kControl, tensor);
-    std::vector<torch::Tensor> inputs{tensor.contiguous()};
+    std::vector<torch::Tensor> inputs{staged(tensor.contiguous())};
     std::vector<std::vector<torch::Tensor>> outputs(1);
     for (int64_t rank = 0; rank < world_size(); ++rank)
       outputs[0].push_back(torch::empty_like(inputs[0]));
     GroupWork(guard(what, [&](auto& group) { return group.allgather(outputs, inputs); }), *this,
               what)
         .wait();
-    return outputs[0];
+    std::vector<torch::Tensor> gathered;
+    for (const torch::Tensor& output : outputs[0])
+      gathered.push_back(output.to(tensor.device()));
+    return gathered;
   }
 
   CommStats stats() const override {
@@ -301,7 +307,6 @@ class GroupCommunicator : public Communicator {
   /// that stopped; the group is unusable from now on.
   [[noreturn]] void fail(const std::string& what, double started_at, const std::exception& error) {
     failed_ = true;
-    heartbeat_->abandon();
     const WorkerEnvironment& worker = options_.worker();
     const double waited = now_seconds() - started_at;
     const double interval = std::max(1.0, 3.0 * options_.heartbeat_seconds());
@@ -313,6 +318,15 @@ class GroupCommunicator : public Communicator {
   }
 
  private:
+  /// `tensor` where the backend can reach it: itself for Gloo (CPU) and for NCCL when it is on
+  /// this rank's GPU; a copy on that GPU otherwise (the caller's counts and flags live on the
+  /// CPU).
+  torch::Tensor staged(const torch::Tensor& tensor) const {
+    if (tensor.device() == device_)
+      return tensor;
+    return tensor.to(device_);
+  }
+
   void count(Traffic traffic, const torch::Tensor& tensor) {
     const std::lock_guard<std::mutex> lock(stats_mutex_);
     CommCounter& counter = traffic == Traffic::kGradients ? stats_.gradients : stats_.control;
@@ -343,14 +357,20 @@ class GroupCommunicator : public Communicator {
 #ifdef BIGBATCH_WITH_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl_;
 #endif
+  torch::Device device_{torch::kCPU};  ///< where the backend's tensors live
   std::atomic<bool> failed_{false};
   mutable std::mutex stats_mutex_;
   CommStats stats_;
 };
 
 GroupWork::GroupWork(c10::intrusive_ptr<c10d::Work> work, GroupCommunicator& owner,
-                     std::string what)
-    : work_(std::move(work)), owner_(owner), what_(std::move(what)), started_at_(now_seconds()) {
+                     std::string what, torch::Tensor result, torch::Tensor target)
+    : work_(std::move(work)),
+      owner_(owner),
+      what_(std::move(what)),
+      result_(std::move(result)),
+      target_(std::move(target)),
+      started_at_(now_seconds()) {
   std::shared_ptr<std::atomic<double>> finished = finished_at_;
   work_->getFuture()->addCallback(
       [finished](c10::ivalue::Future&) { finished->store(now_seconds()); });
@@ -362,6 +382,8 @@ void GroupWork::wait() {
   } catch (const std::exception& error) {
     owner_.fail(what_, started_at_, error);
   }
+  if (result_.defined())
+    target_.copy_(result_);
   if (finished_at_->load() == 0.0)
     finished_at_->store(now_seconds());
 }

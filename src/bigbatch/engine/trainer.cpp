@@ -402,8 +402,12 @@ WindowResult Trainer::finish_window(GradientAccumulator& accumulator) {
   try {
     // 3. Boundary: clip, schedule, step, zero.
     const WindowResult result = accumulator.step();
+    if (result.restarted)
+      return result;  // another rank ran out of memory: the window begins again
     for (WindowHooks* hooks : setup_.window_hooks)
       hooks->on_window_end(!result.skipped);
+    if (!result.skipped && setup_.communicator != nullptr)
+      dist::average_buffers(*setup_.communicator, *setup_.model);
     return result;
   } catch (const c10::OutOfMemoryError& error) {
     // The optimizer may have updated some parameters already, and its memory does not depend on

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "bigbatch/io/checkpoint_file.h"
+#include "cli/checkpoint_tensors.h"
 #include "cli/child_process.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
@@ -73,19 +73,10 @@ std::map<std::string, std::map<int64_t, double>> losses_of(const std::string& pa
 
 /// The model tensors of a checkpoint file, flattened into one.
 torch::Tensor checkpoint_weights(const std::string& path) {
-  const io::CheckpointFile file = io::read_checkpoint_file(path);
-  torch::serialize::InputArchive archive;
-  archive.load_from(file.payload.data(), file.payload.size());
-  torch::serialize::InputArchive model;
-  archive.read("model", model);
-  const auto header = nlohmann::json::parse(file.header);
-  std::vector<torch::Tensor> tensors;
-  for (size_t i = 0; i < header.at("model").size(); ++i) {
-    torch::Tensor tensor;
-    model.read("t" + std::to_string(i), tensor, header["model"][i]["buffer"].get<bool>());
-    tensors.push_back(tensor.flatten());
-  }
-  return torch::cat(tensors);
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& tensor : model_tensors(path))
+    flat.push_back(tensor.flatten());
+  return torch::cat(flat);
 }
 
 class DataParallelCommand : public ::testing::Test {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "bigbatch/io/checkpoint_file.h"
+#include "cli/checkpoint_tensors.h"
 #include "cli/child_process.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
@@ -33,23 +34,6 @@ const char* kJob =
     "-s batch.global_batch=32 -s batch.micro_batch=8 -s data.split_block=512 "
     "-s train.eval_every=10 -s train.eval_samples=32 -s train.threads=1 -s train.blas_threads=1 "
     "-s sample.bytes=20 -s checkpoint.every=1 -s checkpoint.keep=2 -s train.steps=80";
-
-/// The model tensors of a checkpoint file, in order.
-std::vector<torch::Tensor> model_tensors(const std::string& path) {
-  const io::CheckpointFile file = io::read_checkpoint_file(path);
-  torch::serialize::InputArchive archive;
-  archive.load_from(file.payload.data(), file.payload.size());
-  torch::serialize::InputArchive model;
-  archive.read("model", model);
-  const auto header = nlohmann::json::parse(file.header);
-  std::vector<torch::Tensor> tensors;
-  for (size_t i = 0; i < header.at("model").size(); ++i) {
-    torch::Tensor tensor;
-    model.read("t" + std::to_string(i), tensor, header["model"][i]["buffer"].get<bool>());
-    tensors.push_back(tensor);
-  }
-  return tensors;
-}
 
 /// Window losses by step from a metrics file; fails on a step listed twice.
 std::map<int64_t, double> window_losses(const std::string& path) {

@@ -20,26 +20,9 @@
 namespace bigbatch {
 namespace {
 
+using testing::OutOfMemoryOnce;
 using testing::random_bytes;
 using testing::RecordingSink;
-
-/// Throws c10::OutOfMemoryError on forward call number `fail_at` (1-based; 0: never), once.
-class OutOfMemoryOnce : public engine::Objective {
- public:
-  OutOfMemoryOnce(engine::Objective& inner, int64_t fail_at) : inner_(inner), fail_at_(fail_at) {}
-  engine::LossUnit unit() const override { return inner_.unit(); }
-  engine::Counts count(const data::Batch& batch) const override { return inner_.count(batch); }
-  torch::Tensor loss_sum(const data::Batch& batch) override {
-    if (++calls_ == fail_at_)
-      C10_THROW_ERROR(OutOfMemoryError, "injected: out of memory in forward");
-    return inner_.loss_sum(batch);
-  }
-
- private:
-  engine::Objective& inner_;
-  int64_t fail_at_;
-  int64_t calls_ = 0;
-};
 
 /// What a job is asked to do.
 struct JobSpec {

@@ -12,6 +12,7 @@
 namespace bigbatch {
 namespace {
 
+using testing::OutOfMemoryOnce;
 using testing::random_bytes;
 using testing::RecordingSink;
 
@@ -20,26 +21,6 @@ struct RunResult {
   RecordingSink sink;
   testing::RecordingHooks hooks;
   engine::TrainSummary summary;
-};
-
-/// Delegates to another objective but throws c10::OutOfMemoryError on forward call number
-/// `fail_at` (1-based), as an allocator over its budget would; once only.
-class OutOfMemoryOnce : public engine::Objective {
- public:
-  OutOfMemoryOnce(engine::Objective& inner, int64_t fail_at) : inner_(inner), fail_at_(fail_at) {}
-  engine::LossUnit unit() const override { return inner_.unit(); }
-  engine::Counts count(const data::Batch& batch) const override { return inner_.count(batch); }
-  torch::Tensor loss_sum(const data::Batch& batch) override {
-    if (++calls_ == fail_at_) {
-      C10_THROW_ERROR(OutOfMemoryError, "injected: out of memory in forward");
-    }
-    return inner_.loss_sum(batch);
-  }
-
- private:
-  engine::Objective& inner_;
-  int64_t fail_at_;
-  int64_t calls_ = 0;
 };
 
 /// 20 steps with clipping and warmup+cosine on an MLP, float64 (AdamW unless `optimizer` says);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bigbatch/engine/accumulator.h"
+#include "bigbatch/engine/objective.h"
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/metrics/sink.h"
 
@@ -32,6 +33,26 @@ class RecordingHooks : public engine::WindowHooks {
   void on_window_begin() override { events.push_back("begin"); }
   void on_window_end(bool stepped) override { events.push_back(stepped ? "step" : "skip"); }
   std::vector<std::string> events;
+};
+
+/// Delegates to another objective but throws c10::OutOfMemoryError on forward call number
+/// `fail_at` (1-based; 0: never), as an allocator over its budget would; once only.
+class OutOfMemoryOnce : public engine::Objective {
+ public:
+  OutOfMemoryOnce(engine::Objective& inner, int64_t fail_at) : inner_(inner), fail_at_(fail_at) {}
+  engine::LossUnit unit() const override { return inner_.unit(); }
+  engine::Counts count(const data::Batch& batch) const override { return inner_.count(batch); }
+  torch::Tensor loss_sum(const data::Batch& batch) override {
+    if (++calls_ == fail_at_) {
+      C10_THROW_ERROR(OutOfMemoryError, "injected: out of memory in forward");
+    }
+    return inner_.loss_sum(batch);
+  }
+
+ private:
+  engine::Objective& inner_;
+  int64_t fail_at_;
+  int64_t calls_ = 0;
 };
 
 /// The trainer's view of the parts every training test builds (the rest stays unset).

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bigbatch/cli/data_parallel_job.h"
 #include "bigbatch/cli/model_spec.h"
 #include "bigbatch/cli/plot_command.h"
 #include "bigbatch/cli/resume.h"
@@ -19,9 +20,6 @@
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/table.h"
-#include "bigbatch/dist/launcher.h"
-#include "bigbatch/dist/process_group.h"
-#include "bigbatch/dist/worker_environment.h"
 #include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/engine/window_sampler.h"
@@ -337,72 +335,6 @@ void rewind_run_dir(const std::string& run_dir, const engine::LoadedCheckpoint& 
         << "appending to it as it is\n";
   std::error_code error;
   fs::remove(run_dir + "/summary.json", error);
-}
-
-/// The job's communicator when this process is one of several ranks (WORLD_SIZE > 1), else null.
-std::unique_ptr<dist::Communicator> join_job(const std::optional<dist::WorkerEnvironment>& worker,
-                                             const TrainConfig& config) {
-  if (!worker || worker->world_size == 1)
-    return nullptr;
-  return dist::connect(
-      dist::ProcessGroupOptions()
-          .worker(*worker)
-          .timeout_seconds(config.dist_timeout)
-          .backend(dist::parse_backend(config.dist_backend, false, "dist.backend")));
-}
-
-/// The micro-batch every rank can hold: the smallest that any rank's search found.
-int64_t agree_on_micro_batch(dist::Communicator* communicator, int64_t micro_batch) {
-  if (communicator == nullptr)
-    return micro_batch;
-  const std::vector<torch::Tensor> found = communicator->all_gather(
-      torch::tensor({micro_batch}, torch::kInt64), "all-gather of the micro-batch searches");
-  int64_t smallest = micro_batch;
-  for (const torch::Tensor& size : found)
-    smallest = std::min(smallest, size.item<int64_t>());
-  return smallest;
-}
-
-/// `bigbatch train --nproc N`: checks the config once, then starts N ranks of this program with
-/// the same arguments and watches them (dist::launch_local_workers).
-int launch_train(const TrainCommandOptions& options, std::ostream& out) {
-  BB_CHECK_INPUT(!dist::read_worker_environment().has_value(), "--nproc ", options.nproc,
-                 " starts the ranks itself, but WORLD_SIZE is set: "
-                 "under torchrun (or with RANK/WORLD_SIZE set) leave --nproc out");
-  TrainCommandOptions checked = options;
-  if (!options.resume_dir.empty()) {
-    checked.config_path = options.resume_dir + "/config.toml";
-    std::error_code error;
-    BB_CHECK_INPUT(fs::exists(checked.config_path, error), options.resume_dir,
-                   " is not a bigbatch run directory: it has no config.toml");
-  }
-  const TrainConfig config = load_config(checked);
-  engine::BatchOptions batch = config.batch;
-  batch.world_size(options.nproc);
-  if (config.auto_micro_batch)
-    batch.micro_batch(0);
-  engine::resolve_plan(batch);  // an impossible split is reported once, before any rank starts
-  std::vector<std::string> command = {fs::read_symlink("/proc/self/exe").string(), "train"};
-  if (!options.config_path.empty())
-    command.insert(command.end(), {"--config", options.config_path});
-  for (const std::string& override_text : options.overrides)
-    command.insert(command.end(), {"--set", override_text});
-  if (!options.resume_dir.empty())
-    command.insert(command.end(), {"--resume", options.resume_dir});
-  if (options.auto_resume)
-    command.push_back("--auto-resume");
-  if (options.allow_changes)
-    command.push_back("--allow-changes");
-  if (options.plan_only)
-    command.push_back("--plan");
-  out << "launching " << options.nproc << " ranks on this machine (dist.timeout "
-      << config.dist_timeout << " s)\n"
-      << std::flush;
-  return dist::launch_local_workers(dist::LaunchOptions()
-                                        .nproc(options.nproc)
-                                        .command(command)
-                                        .grace_seconds(config.dist_timeout + 30.0),
-                                    std::cerr);
 }
 
 }  // namespace

@@ -50,16 +50,19 @@ def read_corpus(path, val_fraction=0.1, split_block=4096):
     period = max(2, round(1.0 / val_fraction))
     blocks = [data[i:i + split_block] for i in range(0, len(data), split_block)]
     train = b"".join(b for i, b in enumerate(blocks) if i % period != period - 1)
-    return torch.frombuffer(bytearray(train), dtype=torch.uint8)
+    val = b"".join(b for i, b in enumerate(blocks) if i % period == period - 1)
+    return (torch.frombuffer(bytearray(train), dtype=torch.uint8),
+            torch.frombuffer(bytearray(val), dtype=torch.uint8))
 
 
 class Sequences:
     """data::SequenceDataset: sample i is bytes [i*T, i*T + T], inputs the first T, targets the
     last T (the final partial sample is left out: one sample of tens of thousands)."""
 
-    def __init__(self, data, context):
-        self.data, self.context = data, context
-        self.size = (data.numel() - 1) // context
+    def __init__(self, corpus, context):
+        self.data, self.val = corpus  # bigbatch keeps both splits (in std::vectors, not tensors)
+        self.context = context
+        self.size = (self.data.numel() - 1) // context
         self.offsets = torch.arange(context + 1)
 
     def get(self, indices):  # -> inputs (B, T), targets (B, T) int64, tokens counted
@@ -70,9 +73,10 @@ class Sequences:
 class Contexts:
     """data::ContextDataset: sample i has inputs bytes[i .. i + k - 1] and target bytes[i + k]."""
 
-    def __init__(self, data, context):
-        self.data, self.context = data, context
-        self.size = data.numel() - context
+    def __init__(self, corpus, context):
+        self.data, self.val = corpus
+        self.context = context
+        self.size = self.data.numel() - context
         self.offsets = torch.arange(context + 1)
 
     def get(self, indices):  # -> inputs (B, k), targets (B,) int64, samples counted
@@ -87,6 +91,8 @@ class Images:
     def __init__(self):
         self.images = bigbatch_torch.read_idx(f"{FASHION}/train-images-idx3-ubyte.gz").unsqueeze(1)
         self.labels = bigbatch_torch.read_idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
+        self.val = (bigbatch_torch.read_idx(f"{FASHION}/t10k-images-idx3-ubyte.gz"),  # as bigbatch
+                    bigbatch_torch.read_idx(f"{FASHION}/t10k-labels-idx1-ubyte.gz"))
         total = squares = 0.0  # exact sums of pixels and their squares, in chunks
         for chunk in self.images.split(4096):
             chunk = chunk.double()
@@ -174,9 +180,9 @@ def train_flops_per_sample(model, inputs):
 
 # --- memory ---------------------------------------------------------------------------------------
 
-def live_tensor_bytes():
+def live_tensor_bytes(not_counted):
     """Bytes of the distinct storages of every tensor Python can reach (parameters, optimizer
-    state, data set)."""
+    state, data set), less those of the tensors `not_counted`."""
     storages = {}
     with warnings.catch_warnings():  # isinstance on deprecated torch objects warns
         warnings.simplefilter("ignore")
@@ -184,6 +190,8 @@ def live_tensor_bytes():
             if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
                 storage = obj.storage()
                 storages[storage.data_ptr()] = storage.nbytes()
+    for tensor in not_counted:
+        storages.pop(tensor.storage().data_ptr(), None)
     return sum(storages.values())
 
 
@@ -282,15 +290,20 @@ def main():
         emit({"type": "window", "step": step, "loss": loss, "step_seconds": seconds,
               "samples_per_second": samples / seconds, "tokens_per_second": tokens / seconds})
 
+    rss = peak_rss_bytes()  # before the profiler, whose event records take memory of their own
     peak_bytes = 0
     if not args.no_memory:  # one more window, profiled: not timed
         gc.collect()
-        baseline = live_tensor_bytes()
+        # bigbatch holds the text corpus (data::TextCorpus) and the sample order (its window
+        # sampler) in std::vectors, outside its tensor count: so they are left out here too. The
+        # images are tensors on both sides and count on both.
+        text = [data.data, data.val] if isinstance(data, (Sequences, Contexts)) else []
+        baseline = live_tensor_bytes(text + [order])
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                     profile_memory=True) as prof:
             train_window()
         peak_bytes = window_peak_bytes(prof.profiler.kineto_results.events(), baseline)
-    emit({"type": "summary", "peak_bytes": peak_bytes, "peak_rss_bytes": peak_rss_bytes(),
+    emit({"type": "summary", "peak_bytes": peak_bytes, "peak_rss_bytes": rss,
           "parameters": sum(p.numel() for p in params),
           "train_flops_per_sample": flops, "torch": torch.__version__,
           "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),

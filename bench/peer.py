@@ -225,6 +225,24 @@ def openblas_core():
         return ""
 
 
+def gemm_peak(seconds=1.0):
+    """{"fp32": GFLOP/s, "bf16": GFLOP/s}: the best of torch.mm on n x n matrices, n = 1024 and
+    2048, each timed for about `seconds` after a warm-up product, with this process's threads
+    (bigbatch doctor's measurement, at the thread settings of the runs)."""
+    best = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        for n in (1024, 2048):
+            a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+            torch.mm(a, b)
+            count, start = 0, time.perf_counter()
+            while count == 0 or time.perf_counter() - start < seconds:
+                torch.mm(a, b)
+                count += 1
+            rate = 2 * n ** 3 * count / (time.perf_counter() - start) / 1e9
+            best[name] = max(best.get(name, 0.0), rate)
+    return best
+
+
 # --- the loop -------------------------------------------------------------------------------------
 
 def main():
@@ -239,10 +257,15 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-memory", action="store_true", help="skip the profiled window")
     parser.add_argument("--out", default="-", help="JSON lines (default: stdout)")
+    parser.add_argument("--gemm-peak", action="store_true",
+                        help="print the fp32 and bf16 GEMM rates (JSON) and train nothing")
     args = parser.parse_args()
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.gemm_peak:
+        print(json.dumps(gemm_peak()))
+        return
     torch.manual_seed(args.seed)
     model, data, make_optimizer, max_grad_norm, token_loss = build_job(args.model)
     model.train()

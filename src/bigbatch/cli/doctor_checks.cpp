@@ -5,13 +5,13 @@
 #include <torch/version.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/matmul_speed.h"
+#include "bigbatch/core/openblas_kernels.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/io/read_file.h"
@@ -59,16 +59,6 @@ std::string env_or(const char* name, const std::string& otherwise) {
 /// "x86_64-linux-gnu" from "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3".
 std::string multiarch_of(const std::string& blas_path) {
   return fs::path(blas_path).parent_path().parent_path().filename().string();
-}
-
-/// Whether an OpenBLAS core name (openblas_get_corename) is an x86 kernel set without AVX2.
-bool is_pre_avx2_core(std::string core) {
-  for (char& c : core)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const std::set<std::string> kOld = {"katmai",     "coppermine", "northwood",  "prescott",
-                                             "banias",     "atom",       "core2",      "penryn",
-                                             "dunnington", "nehalem",    "sandybridge"};
-  return kOld.count(core) > 0;
 }
 
 Finding problem(std::string topic, std::string value, std::string detail, std::string fix) {
@@ -199,8 +189,8 @@ Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative,
     value += " (" + blas.variant + (blas.variant.empty() || blas.core.empty() ? "" : ", ") +
              (blas.core.empty() ? "" : blas.core + " kernels") + ")";
   }
-  if (cpu_flags.count("avx2") > 0 && is_pre_avx2_core(blas.core)) {
-    const std::string core_type = cpu_flags.count("avx512f") > 0 ? "SkylakeX" : "Haswell";
+  const std::string core_type = fitting_openblas_coretype(cpu_flags);
+  if (!core_type.empty() && is_pre_avx2_core(blas.core)) {
     return problem(
         "blas", value,
         cat("OpenBLAS did not recognise this CPU (common in virtual machines) and runs "

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bigbatch/cli/doctor_checks.h"
+#include "bigbatch/core/openblas_kernels.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/io/read_file.h"
 
@@ -30,12 +31,15 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   const std::string cpuinfo = io::read_file_or_empty("/proc/cpuinfo");
   const std::set<std::string> cpu_flags = parse_cpu_flags(cpuinfo);
   const BlasLibrary blas = loaded_blas();
+  Finding blas_finding = diagnose_blas(blas, openblas_alternative(blas), cpu_flags);
+  if (blas.kind == BlasKind::kOpenBlas)
+    blas_finding.detail += "; " + describe_openblas_coretype();
 
   std::vector<Finding> findings = {
       libtorch_finding(show_config),
       diagnose_cuda(cuda_facts(show_config)),
       threads_finding(at_start, available_cores()),
-      diagnose_blas(blas, openblas_alternative(blas), cpu_flags),
+      blas_finding,
       matmul_finding(torch::kFloat, options.matmul_seconds),
       matmul_finding(torch::kBFloat16, options.matmul_seconds),
       cpu_bf16_finding(cpu_flags, parse_cpu_model(cpuinfo)),

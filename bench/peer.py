@@ -1,0 +1,339 @@
+#!/usr/bin/python3
+"""The Python PyTorch peer of `bigbatch train`: the standard gradient-accumulation loop.
+
+Same models (python/bigbatch_torch.py: the C++ models' names and forward math), sizes, data,
+optimizer, clipping, schedule and precision as bigbatch's built-in jobs; the loop is the one the
+PyTorch documentation and most training scripts use:
+
+    for each window:  for each micro-batch:  loss = sum-loss / window count;  loss.backward()
+                      clip_grad_norm_;  optimizer.step();  scheduler.step();  zero_grad(None)
+
+It writes one JSON line per window (tokens/s, samples/s over the window's wall time, as
+bigbatch's metrics.jsonl), then one profiled window for peak tensor memory, then a summary line.
+Standard library and torch only. Usage (bench/compare runs it):
+
+    OPENBLAS_CORETYPE=SkylakeX bench/peer.py --model gpt --precision bf16 --steps 20 \
+        --global-batch 64 --micro-batch 8 --threads 2 --out peer.jsonl
+"""
+import argparse
+import ctypes
+import gc
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import bigbatch_torch  # noqa: E402  (the models, after the path is set)
+
+FORTUNES = "/usr/share/games/fortunes"
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+# --- data: the bytes and samples bigbatch's data/ reads ------------------------------------------
+
+def read_corpus(path, val_fraction=0.1, split_block=4096):
+    """data::TextCorpus: a file, or a directory's regular non-symlink files not ending in .dat in
+    file-name order, concatenated; every period-th block of split_block bytes is validation."""
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path)
+                       if not n.endswith(".dat") and os.path.isfile(os.path.join(path, n))
+                       and not os.path.islink(os.path.join(path, n)))
+        data = b"".join(open(os.path.join(path, n), "rb").read() for n in names)
+    else:
+        data = open(path, "rb").read()
+    period = max(2, round(1.0 / val_fraction))
+    blocks = [data[i:i + split_block] for i in range(0, len(data), split_block)]
+    train = b"".join(b for i, b in enumerate(blocks) if i % period != period - 1)
+    val = b"".join(b for i, b in enumerate(blocks) if i % period == period - 1)
+    return (torch.frombuffer(bytearray(train), dtype=torch.uint8),
+            torch.frombuffer(bytearray(val), dtype=torch.uint8))
+
+
+class Sequences:
+    """data::SequenceDataset: sample i is bytes [i*T, i*T + T], inputs the first T, targets the
+    last T (the final partial sample is left out: one sample of tens of thousands)."""
+
+    def __init__(self, corpus, context):
+        self.data, self.val = corpus  # bigbatch keeps both splits (in std::vectors, not tensors)
+        self.context = context
+        self.size = (self.data.numel() - 1) // context
+        self.offsets = torch.arange(context + 1)
+
+    def get(self, indices):  # -> inputs (B, T), targets (B, T) int64, tokens counted
+        rows = self.data[indices.view(-1, 1) * self.context + self.offsets].long()  # (B, T + 1)
+        return rows[:, :-1], rows[:, 1:], rows.shape[0] * self.context
+
+
+class Contexts:
+    """data::ContextDataset: sample i has inputs bytes[i .. i + k - 1] and target bytes[i + k]."""
+
+    def __init__(self, corpus, context):
+        self.data, self.val = corpus
+        self.context = context
+        self.size = self.data.numel() - context
+        self.offsets = torch.arange(context + 1)
+
+    def get(self, indices):  # -> inputs (B, k), targets (B,) int64, samples counted
+        rows = self.data[indices.view(-1, 1) + self.offsets].long()  # (B, k + 1)
+        return rows[:, :-1], rows[:, -1], rows.shape[0]
+
+
+class Images:
+    """data::ImageDataset: uint8 images kept as they are, each micro-batch scaled to [0, 1] and
+    normalised with the training images' per-channel mean and deviation."""
+
+    def __init__(self):
+        self.images = bigbatch_torch.read_idx(f"{FASHION}/train-images-idx3-ubyte.gz").unsqueeze(1)
+        self.labels = bigbatch_torch.read_idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
+        self.val = (bigbatch_torch.read_idx(f"{FASHION}/t10k-images-idx3-ubyte.gz"),  # as bigbatch
+                    bigbatch_torch.read_idx(f"{FASHION}/t10k-labels-idx1-ubyte.gz"))
+        total = squares = 0.0  # exact sums of pixels and their squares, in chunks
+        for chunk in self.images.split(4096):
+            chunk = chunk.double()
+            total += chunk.sum().item()
+            squares += chunk.square().sum().item()
+        count = self.images.numel()
+        self.mean = total / count / 255.0
+        self.std = math.sqrt(max(0.0, squares / count - (total / count) ** 2)) / 255.0
+        self.size = self.images.shape[0]
+
+    def get(self, indices):  # -> images (B, 1, 28, 28) float32, labels (B,), samples counted
+        x = self.images[indices].float().div_(255.0).sub_(self.mean).div_(self.std)
+        return x, self.labels[indices], indices.numel()
+
+
+# --- the jobs: bigbatch's defaults (configs/*.toml) ----------------------------------------------
+
+def build_job(kind):
+    """(model, dataset, optimizer factory, max_grad_norm, token_loss) of a built-in job."""
+    if kind == "gpt":  # [gpt] context 64, 4 layers, 4 heads, width 128; AdamW 4e-3
+        model = bigbatch_torch.Gpt(context=64, layers=4, heads=4, embed=128)
+        return model, Sequences(read_corpus(FORTUNES), 64), adamw, 1.0, True
+    if kind == "mlp":  # [mlp] context 8, embed 32, 2 x 256 hidden
+        model = bigbatch_torch.Mlp(context=8, embed=32, hidden=256, layers=2)
+        return model, Contexts(read_corpus(FORTUNES), 8), adamw, 1.0, False
+    if kind == "resnet":  # configs/resnet-fashion-mnist.toml: ResNet-8, width 16, BatchNorm; SGD
+        model = bigbatch_torch.ResNet(depth=8, width=16, in_channels=1, classes=10, norm="batch")
+        return model, Images(), sgd, 0.0, False
+    raise SystemExit(f"unknown model {kind!r}: gpt, mlp or resnet")
+
+
+def decay_groups(model, weight_decay):
+    """engine/optimizer: weight decay on matrices and kernels (dim >= 2) only."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def adamw(model):
+    return torch.optim.AdamW(decay_groups(model, 0.1), lr=4e-3, betas=(0.9, 0.99), eps=1e-8)
+
+
+def sgd(model):
+    return torch.optim.SGD(decay_groups(model, 5e-4), lr=0.1, momentum=0.9, nesterov=True)
+
+
+def warmup_cosine(steps, warmup=20, min_ratio=0.1):
+    def factor(step):  # the factor of optimizer step `step` (0-based)
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, steps - warmup))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return factor
+
+
+# --- model FLOPs ---------------------------------------------------------------------------------
+
+def train_flops_per_sample(model, inputs):
+    """Model FLOPs of one sample's forward and backward: 3 x the forward's multiply-adds x 2, over
+    Linear and Conv2d layers (hooks on a one-sample forward) and, for the GPT, attention's two
+    batched products (scores q k^T and probs v: 2 x T^2 x C multiply-adds per layer; the causal
+    mask is applied after the full products, so the full T x T is counted). Norms, activations,
+    softmax, embeddings and the optimizer are not counted."""
+    macs = []
+
+    def hook(module, args, output):
+        if isinstance(module, torch.nn.Linear):
+            macs.append(output.numel() * module.in_features)
+        else:  # Conv2d: every output element is a dot product over in_channels x kernel
+            kernel = module.kernel_size[0] * module.kernel_size[1]
+            macs.append(output.numel() * module.in_channels // module.groups * kernel)
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))]
+    with torch.no_grad():
+        model(inputs[:1])
+    for h in handles:
+        h.remove()
+    total = sum(macs)
+    if isinstance(model, bigbatch_torch.Gpt):
+        time_steps, width = inputs.shape[1], model.tok_embed.embedding_dim
+        total += len(model.blocks) * 2 * time_steps * time_steps * width
+    return 3 * 2 * total
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+def live_tensor_bytes(not_counted):
+    """Bytes of the distinct storages of every tensor Python can reach (parameters, optimizer
+    state, data set), less those of the tensors `not_counted`."""
+    storages = {}
+    with warnings.catch_warnings():  # isinstance on deprecated torch objects warns
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
+                storage = obj.storage()
+                storages[storage.data_ptr()] = storage.nbytes()
+    for tensor in not_counted:
+        storages.pop(tensor.storage().data_ptr(), None)
+    return sum(storages.values())
+
+
+def window_peak_bytes(events, baseline):
+    """baseline + the highest running sum of the profiler's CPU allocation events ([memory]:
+    +bytes allocated, -bytes freed), in time order."""
+    deltas = [(e.start_us(), i, e.nbytes()) for i, e in enumerate(events)
+              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    running = peak = 0
+    for _, _, nbytes in sorted(deltas):
+        running += nbytes
+        peak = max(peak, running)
+    return baseline + peak
+
+
+def peak_rss_bytes():
+    """VmHWM of this process (peak resident set)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def openblas_core():
+    try:
+        blas = ctypes.CDLL("libblas.so.3")
+        blas.openblas_get_corename.restype = ctypes.c_char_p
+        return blas.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return ""
+
+
+def gemm_peak(seconds=1.0):
+    """{"fp32": GFLOP/s, "bf16": GFLOP/s}: the best of torch.mm on n x n matrices, n = 1024 and
+    2048, each timed for about `seconds` after a warm-up product, with this process's threads
+    (bigbatch doctor's measurement, at the thread settings of the runs)."""
+    best = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        for n in (1024, 2048):
+            a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+            torch.mm(a, b)
+            count, start = 0, time.perf_counter()
+            while count == 0 or time.perf_counter() - start < seconds:
+                torch.mm(a, b)
+                count += 1
+            rate = 2 * n ** 3 * count / (time.perf_counter() - start) / 1e9
+            best[name] = max(best.get(name, 0.0), rate)
+    return best
+
+
+# --- the loop -------------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="gpt", choices=["gpt", "mlp", "resnet"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--global-batch", type=int, default=64)
+    parser.add_argument("--micro-batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch.set_num_threads; 0 = leave as the environment set it")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-memory", action="store_true", help="skip the profiled window")
+    parser.add_argument("--out", default="-", help="JSON lines (default: stdout)")
+    parser.add_argument("--gemm-peak", action="store_true",
+                        help="print the fp32 and bf16 GEMM rates (JSON) and train nothing")
+    args = parser.parse_args()
+
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.gemm_peak:
+        print(json.dumps(gemm_peak()))
+        return
+    torch.manual_seed(args.seed)
+    model, data, make_optimizer, max_grad_norm, token_loss = build_job(args.model)
+    model.train()
+    optimizer = make_optimizer(model)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.steps))
+    params = [p for p in model.parameters() if p.requires_grad]
+    order = torch.randperm(data.size)
+    position = 0
+    out = sys.stdout if args.out == "-" else open(args.out, "w")
+
+    def emit(record):
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+
+    def train_window():
+        """One optimizer step over global_batch samples; returns (samples, tokens, loss)."""
+        nonlocal position, order
+        if position + args.global_batch > data.size:
+            order, position = torch.randperm(data.size), 0
+        window = order[position:position + args.global_batch]
+        position += args.global_batch
+        micro = [data.get(window[i:i + args.micro_batch])
+                 for i in range(0, args.global_batch, args.micro_batch)]
+        count = sum(m[2] for m in micro)  # tokens (GPT) or samples in the whole window
+        total = 0.0
+        for inputs, targets, _ in micro:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                logits = model(inputs)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                       targets.reshape(-1), reduction="sum") / count
+            loss.backward()
+            total += loss.item()
+        if max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return args.global_batch, count if token_loss else 0, total
+
+    flops = train_flops_per_sample(model, data.get(order[:1])[0])
+    for step in range(1, args.steps + 1):
+        start = time.perf_counter()
+        samples, tokens, loss = train_window()
+        seconds = time.perf_counter() - start
+        emit({"type": "window", "step": step, "loss": loss, "step_seconds": seconds,
+              "samples_per_second": samples / seconds, "tokens_per_second": tokens / seconds})
+
+    rss = peak_rss_bytes()  # before the profiler, whose event records take memory of their own
+    peak_bytes = 0
+    if not args.no_memory:  # one more window, profiled: not timed
+        gc.collect()
+        # bigbatch holds the text corpus (data::TextCorpus) and the sample order (its window
+        # sampler) in std::vectors, outside its tensor count: so they are left out here too. The
+        # images are tensors on both sides and count on both.
+        text = [data.data, data.val] if isinstance(data, (Sequences, Contexts)) else []
+        baseline = live_tensor_bytes(text + [order])
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    profile_memory=True) as prof:
+            train_window()
+        peak_bytes = window_peak_bytes(prof.profiler.kineto_results.events(), baseline)
+    emit({"type": "summary", "peak_bytes": peak_bytes, "peak_rss_bytes": rss,
+          "parameters": sum(p.numel() for p in params),
+          "train_flops_per_sample": flops, "torch": torch.__version__,
+          "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+          "openblas_core": openblas_core(),
+          "env": {k: os.environ.get(k, "") for k in
+                  ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}})
+
+
+if __name__ == "__main__":
+    main()

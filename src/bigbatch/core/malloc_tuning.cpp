@@ -1,0 +1,34 @@
+#include "bigbatch/core/malloc_tuning.h"
+
+#include <malloc.h>
+
+#include <cstdlib>
+
+namespace bigbatch {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+}
+
+}  // namespace
+
+bool malloc_tuning_wanted(const std::optional<std::string>& glibc_tunables,
+                          const std::optional<std::string>& mmap_threshold_env,
+                          const std::optional<std::string>& trim_threshold_env) {
+  if (mmap_threshold_env.has_value() || trim_threshold_env.has_value())
+    return false;
+  return !glibc_tunables.has_value() || glibc_tunables->find("glibc.malloc.") == std::string::npos;
+}
+
+bool tune_malloc_for_training() {
+  if (!malloc_tuning_wanted(env("GLIBC_TUNABLES"), env("MALLOC_MMAP_THRESHOLD_"),
+                            env("MALLOC_TRIM_THRESHOLD_")))
+    return false;
+  const bool mmap_set = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMallocMmapThreshold)) == 1;
+  const bool trim_set = mallopt(M_TRIM_THRESHOLD, static_cast<int>(kMallocTrimThreshold)) == 1;
+  return mmap_set && trim_set;
+}
+
+}  // namespace bigbatch

@@ -1,0 +1,33 @@
+// glibc malloc settings for training. Tensors of a training step are allocated and freed in the
+// same sizes at every micro-batch; with glibc's defaults, blocks above the (dynamic) mmap
+// threshold are mapped and unmapped, and free memory at the top of the heap is returned to the
+// kernel, so the next micro-batch page-faults the same memory in again, zeroed (measured on the
+// ResNet of configs/resnet-fashion-mnist.toml: 320k page faults in 8 steps instead of 53k, and
+// 31% lower throughput; docs/BENCHMARKS.md).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace bigbatch {
+
+/// glibc's largest M_MMAP_THRESHOLD on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): blocks up to this
+/// size come from the heap and are reused.
+inline constexpr size_t kMallocMmapThreshold = size_t{32} << 20;
+/// Free memory kept at the top of the heap before it is returned to the kernel.
+inline constexpr size_t kMallocTrimThreshold = size_t{512} << 20;
+
+/// Whether bigbatch should set its malloc thresholds, given the environment variables that set
+/// them already (nullopt: unset): not when the user chose any malloc setting through
+/// GLIBC_TUNABLES (a glibc.malloc. entry), MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_.
+bool malloc_tuning_wanted(const std::optional<std::string>& glibc_tunables,
+                          const std::optional<std::string>& mmap_threshold_env,
+                          const std::optional<std::string>& trim_threshold_env);
+
+/// Sets M_MMAP_THRESHOLD and M_TRIM_THRESHOLD to the values above when malloc_tuning_wanted for
+/// this process's environment; returns whether it did. Call first in main(), before large
+/// allocations.
+bool tune_malloc_for_training();
+
+}  // namespace bigbatch

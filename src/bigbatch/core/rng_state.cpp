@@ -22,6 +22,11 @@ RngState::Snapshot RngState::snapshot(const torch::Device& device) {
   return {device, generator.get_state()};
 }
 
+RngState RngState::capture(const torch::nn::Module& model) {
+  const std::vector<torch::Tensor> parameters = model.parameters();
+  return capture(parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device());
+}
+
 RngState RngState::capture(const torch::Device& device) {
   RngState result;
   result.cpu_ = snapshot(torch::kCPU);

@@ -20,6 +20,9 @@ class RngState {
  public:
   /// The current states of the generators used for tensors on `device`.
   static RngState capture(const torch::Device& device);
+  /// The current states of the generators `model`'s computations draw from (dropout): those of
+  /// the device of its first parameter (the CPU for a model without parameters).
+  static RngState capture(const torch::nn::Module& model);
   /// Sets the generators back to the captured states.
   void restore() const;
 

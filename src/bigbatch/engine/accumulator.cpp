@@ -111,10 +111,13 @@ WindowResult GradientAccumulator::step() {
   result.counts = window_;
   result.micro_batches = micro_batches_;
   result.loss_scale = window_scale_;
-  double loss_sum = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
-  if (communicator_ != nullptr) {
-    result.abandoned_by = agree(false);
-    loss_sum = agreed_loss_sum_;
+  double loss_sum = 0.0;
+  if (communicator_ == nullptr) {
+    loss_sum = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
+  } else {
+    Agreement agreement = agree(false);
+    loss_sum = agreement.loss_sum;
+    result.abandoned_by = std::move(agreement.abandoned_by);
     if (!result.abandoned_by.empty()) {
       free_gradients();
       result.restarted = true;
@@ -206,7 +209,7 @@ Counts GradientAccumulator::sum_over_ranks(const Counts& local) {
   return Counts{counts[0].item<int64_t>(), counts[1].item<int64_t>()};
 }
 
-std::vector<int64_t> GradientAccumulator::agree(bool abandoning) {
+GradientAccumulator::Agreement GradientAccumulator::agree(bool abandoning) {
   if (abandoning)
     reducer_->abandon();
   else
@@ -220,13 +223,13 @@ std::vector<int64_t> GradientAccumulator::agree(bool abandoning) {
     agreement[1 + communicator_->rank()] = 1.0;
   communicator_->all_reduce(agreement, dist::Traffic::kControl,
                             "all-reduce of the window's loss and agreement");
-  agreed_loss_sum_ = agreement[0].item<double>();
-  std::vector<int64_t> abandoned_by;
+  Agreement agreed;
+  agreed.loss_sum = agreement[0].item<double>();
   for (int64_t rank = 0; rank < world_size; ++rank) {
     if (agreement[1 + rank].item<double>() > 0)
-      abandoned_by.push_back(rank);
+      agreed.abandoned_by.push_back(rank);
   }
-  return abandoned_by;
+  return agreed;
 }
 
 void GradientAccumulator::free_gradients() {

@@ -194,10 +194,14 @@ class GradientAccumulator {
 
  private:
   void free_gradients();
+  /// What the ranks agreed on at a window boundary.
+  struct Agreement {
+    double loss_sum = 0.0;              ///< the window's loss sum over all ranks
+    std::vector<int64_t> abandoned_by;  ///< ranks that abandoned the window
+  };
   /// Data parallel: completes the gradient reduction (or, when `abandoning`, takes part in it
-  /// only) and sums [loss, abandoned flag per rank] over the ranks. Returns the ranks that
-  /// abandoned the window.
-  std::vector<int64_t> agree(bool abandoning);
+  /// only) and sums [loss, abandoned flag per rank] over the ranks.
+  Agreement agree(bool abandoning);
   /// Data parallel: `local` summed over the ranks.
   Counts sum_over_ranks(const Counts& local);
   /// Frees the gradients, backs the scaler off and reports the window as skipped.
@@ -220,7 +224,6 @@ class GradientAccumulator {
   Counts seen_;
   int64_t micro_batches_ = 0;
   torch::Tensor loss_sum_;  // () float64 on the loss's device: sum of the micro-batch loss sums
-  double agreed_loss_sum_ = 0.0;  // data parallel: loss_sum_ summed over the ranks
 };
 
 /// Global L2 norm of the gradients of `parameters` (undefined gradients skipped), as

@@ -301,12 +301,8 @@ void Checkpointer::save(const LoopState& state) {
   // that of the model's device; under data parallel those of every rank.
   std::vector<std::vector<std::pair<std::string, torch::Tensor>>> rank_states =
       state.rank_rng_states;
-  if (rank_states.empty()) {
-    const std::vector<torch::Tensor> parameters = parts_.model->parameters();
-    const torch::Device device =
-        parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
-    rank_states.push_back(RngState::capture(device).states());
-  }
+  if (rank_states.empty())
+    rank_states.push_back(RngState::capture(*parts_.model).states());
   json rng = json::array();
   for (const auto& named : rank_states.front())
     rng.push_back(named.first);

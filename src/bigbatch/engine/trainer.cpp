@@ -43,11 +43,8 @@ class ModeGuard {
 /// Every rank's random generator states, in rank order (each rank's states have the same sizes).
 std::vector<std::vector<std::pair<std::string, torch::Tensor>>> gather_rng_states(
     dist::Communicator& communicator, torch::nn::Module& model) {
-  const std::vector<torch::Tensor> parameters = model.parameters();
-  const torch::Device device =
-      parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
   std::vector<std::vector<std::pair<std::string, torch::Tensor>>> ranks(communicator.world_size());
-  for (const auto& [name, state] : RngState::capture(device).states()) {
+  for (const auto& [name, state] : RngState::capture(model).states()) {
     const std::vector<torch::Tensor> gathered =
         communicator.all_gather(state, cat("all-gather of the ", name, " random generator states"));
     for (size_t rank = 0; rank < ranks.size(); ++rank)

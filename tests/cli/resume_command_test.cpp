@@ -96,16 +96,31 @@ bool holds_temporary_file(const std::string& directory) {
   return false;
 }
 
+/// The name of the newest finished checkpoint in `directory` ("" when there is none).
+std::string newest_checkpoint(const std::string& directory) {
+  std::string newest;
+  std::error_code error;
+  for (const auto& item : fs::directory_iterator(directory, error)) {
+    const std::string name = item.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > 5 &&
+        name.compare(name.size() - 5, 5, ".ckpt") == 0 && name > newest)
+      newest = name;
+  }
+  return newest;
+}
+
 TEST_F(ResumeCommand, KilledAtRandomMomentsAndDuringACheckpointWriteResumesBitwise) {
   const std::string run_dir = path("killed");
   const std::string command = job(run_dir) + " --auto-resume";
   const std::string log = path("killed.log");
-  // How long an uninterrupted run takes here, so that the kills fall inside runs.
-  const auto start = Clock::now();
-  whole();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  // How long the uninterrupted run trained here (start-up excluded): each random kill comes at
+  // most an eighth of that after the attempt's first new checkpoint, so that it falls inside
+  // training and the next attempt has to resume.
+  const double train_seconds =
+      nlohmann::json::parse(testing::read_file(whole() + "/summary.json"))["train_seconds"]
+          .get<double>();
   std::mt19937 random(20261201);
-  std::uniform_real_distribution<double> moment(0.05, seconds / 2);
+  std::uniform_real_distribution<double> moment(0.0, train_seconds / 8);
   int kills = 0;
   int kills_during_write = 0;
   // Eight attempts killed (even ones at a random moment, odd ones the moment a checkpoint's
@@ -121,6 +136,12 @@ TEST_F(ResumeCommand, KilledAtRandomMomentsAndDuringACheckpointWriteResumesBitwi
         ++kills_during_write;
       }
     } else if (attempt < 8) {
+      // The random moment counts from the attempt's first new checkpoint, so that every attempt
+      // gets past start-up (which can take most of a run) and the next one has to resume.
+      const std::string checkpoints = run_dir + "/checkpoints";
+      const std::string before = newest_checkpoint(checkpoints);
+      while (child.running() && newest_checkpoint(checkpoints) == before)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
       const auto until = Clock::now() + std::chrono::duration<double>(moment(random));
       while (child.running() && Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -135,7 +156,8 @@ TEST_F(ResumeCommand, KilledAtRandomMomentsAndDuringACheckpointWriteResumesBitwi
   }
   EXPECT_GE(kills, 4) << testing::read_file(log);
   EXPECT_GE(kills_during_write, 1) << testing::read_file(log);
-  EXPECT_NE(testing::read_file(log).find("resume: from "), std::string::npos);
+  EXPECT_NE(testing::read_file(log).find("resume: from "), std::string::npos)
+      << testing::read_file(log);
   expect_same_end(run_dir);
 }
 

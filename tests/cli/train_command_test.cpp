@@ -252,11 +252,14 @@ TEST_F(TrainCommand, LossScaleAndNonFiniteKeysOutOfRangeAreInputErrors) {
 
 TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
   const std::string out = run_dir("bf16");
-  const Result r = run("train " + corpus_arg() + kTinyGpt +
-                       " -s model.precision=bf16 --steps 3 --run-dir " + out);
+  const Result r =
+      run("train " + corpus_arg() + kTinyGpt +
+          " -s model.precision=bf16 -s model.bf16_matmul=native --steps 3 --run-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("precision      bf16           forward passes autocast to bf16"),
             std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("bf16 matmuls   native         oneDNN's bf16 kernels"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find(
                 "threads        2              OpenMP; oneDNN (convolutions, bf16 matmuls) runs"),
@@ -277,6 +280,16 @@ TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
   EXPECT_NE(fp32.output.find("blas_threads   2              OpenBLAS; fp32 matmuls run on these"),
             std::string::npos)
       << fp32.output;
+
+  // bf16 products on fp32 kernels run on OpenBLAS, so the automatic threads are fp32's.
+  const Result fp32_kernels = run("train --plan " + corpus_arg() + kTinyGpt +
+                                  " -s model.precision=bf16 -s model.bf16_matmul=fp32");
+  ASSERT_EQ(fp32_kernels.exit_code, 0) << fp32_kernels.output;
+  EXPECT_NE(fp32_kernels.output.find("bf16 matmuls   fp32 kernels   bf16-rounded operands"),
+            std::string::npos)
+      << fp32_kernels.output;
+  EXPECT_NE(fp32_kernels.output.find("OpenBLAS; fp32 matmuls run on these"), std::string::npos)
+      << fp32_kernels.output;
 }
 
 TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {
@@ -287,6 +300,7 @@ TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {
   };
   bad("-s model.precision=fp8", "model.precision");
   bad("-s model.precision=fp16", "model.precision = \"fp16\" needs a CUDA build");
+  bad("-s model.bf16_matmul=onednn", "model.bf16_matmul");
   bad("-s model.precision=bf16 -s model.dtype=float64",
       "model.precision = \"bf16\" autocasts float32 weights");
   bad("-s train.blas_threads=-1", "train.blas_threads = -1 must be >= 0");

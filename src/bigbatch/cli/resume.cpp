@@ -10,6 +10,7 @@ namespace bigbatch::cli {
 ResumeChange resume_change_of(const std::string& key) {
   static const std::map<std::string, ResumeChange> classes = {
       {"train.threads", ResumeChange::kFree},
+      {"model.bf16_matmul", ResumeChange::kFree},
       {"train.blas_threads", ResumeChange::kFree},
       {"train.prefetch_depth", ResumeChange::kFree},
       {"train.log_every", ResumeChange::kFree},

@@ -85,6 +85,13 @@ Table plan_table(const PlanView& view) {
                 ? std::string("no autocast")
                 : cat("forward passes autocast to ", nn::to_string(config.precision),
                       "; weights, gradients and accumulation in float32"));
+  if (config.precision == nn::Precision::kBf16) {
+    const bool fp32_kernels = nn::bf16_matmul() == nn::Bf16Matmul::kFp32;
+    table.add("bf16 matmuls", fp32_kernels ? "fp32 kernels" : "native",
+              cat(fp32_kernels ? "bf16-rounded operands and results, fp32 arithmetic"
+                               : "oneDNN's bf16 kernels",
+                  " (model.bf16_matmul = \"", nn::to_string(config.bf16_matmul), "\")"));
+  }
   if (config.model != ModelKind::kMlp) {
     table.add("checkpointing", config.checkpointing.to_string(),
               config.checkpointing.mode == nn::CheckpointMode::kNone

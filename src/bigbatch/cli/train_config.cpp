@@ -103,6 +103,13 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                  ": model.precision = \"", nn::to_string(t.precision),
                  "\" autocasts float32 weights; with model.dtype = \"float64\" use "
                  "model.precision = \"fp32\"");
+  t.bf16_matmul = nn::parse_bf16_matmul(
+      c.get_choice("model.bf16_matmul", "auto", {"auto", "native", "fp32"},
+                   "kernels of the matrix products model.precision = \"bf16\" computes in: "
+                   "fp32 = bf16-rounded operands on fp32 kernels (the same bf16 results, ~3x "
+                   "faster on CPUs without bf16 instructions), native = oneDNN's bf16 kernels, "
+                   "auto = fp32 unless the CPU has avx512_bf16 or amx_bf16"),
+      "model.bf16_matmul");
   try {
     nn::check_precision_supported(t.precision, torch::kCPU, "model.precision");
   } catch (const InputError& error) {

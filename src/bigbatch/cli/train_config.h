@@ -20,6 +20,7 @@
 #include "bigbatch/models/mlp.h"
 #include "bigbatch/models/resnet.h"
 #include "bigbatch/models/sampling.h"
+#include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/checkpoint.h"
 #include "bigbatch/nn/precision.h"
 
@@ -78,7 +79,8 @@ struct TrainConfig {
   int64_t blas_threads = 0;    ///< OpenBLAS threads; 0 = automatic (per precision)
   int64_t prefetch_depth = 8;  ///< micro-batches gathered ahead on a background thread; 0 = off
   bool float64 = false;
-  nn::Precision precision = nn::Precision::kFp32;  ///< compute precision of forward passes
+  nn::Precision precision = nn::Precision::kFp32;      ///< compute precision of forward passes
+  nn::Bf16Matmul bf16_matmul = nn::Bf16Matmul::kAuto;  ///< kernels of bf16 products on the CPU
   nn::CheckpointPolicy checkpointing;  ///< activation checkpointing of the chosen block model
   bool auto_micro_batch = false;       ///< batch.micro_batch = "auto"
   int64_t memory_budget = 0;           ///< bytes of tensor memory allowed; 0 = unlimited

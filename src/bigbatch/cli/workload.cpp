@@ -140,9 +140,12 @@ Workload build_workload(const TrainConfig& config, const LoadedData& data) {
 }
 
 ThreadSettings apply_thread_settings(const TrainConfig& config, int64_t processes) {
-  // Convolutions run on oneDNN over OpenMP threads in any precision; fp32 matmuls on OpenBLAS.
-  const bool onednn =
-      config.precision != nn::Precision::kFp32 || config.model == ModelKind::kResnet;
+  // Convolutions run on oneDNN over OpenMP threads in any precision, and so do bf16 matmuls on
+  // native kernels; fp32 matmuls (bf16 ones on fp32 kernels too) run on OpenBLAS.
+  nn::set_bf16_matmul(config.bf16_matmul);
+  const bool native_bf16 =
+      config.precision != nn::Precision::kFp32 && nn::bf16_matmul() == nn::Bf16Matmul::kNative;
+  const bool onednn = native_bf16 || config.model == ModelKind::kResnet;
   return apply_threads(ThreadRequest()
                            .backend(onednn ? MatmulBackend::kOneDnn : MatmulBackend::kBlas)
                            .openmp(config.threads)

@@ -59,9 +59,9 @@ struct Workload {
 /// objective, training, evaluation and the micro-batch search, runs in that precision).
 Workload build_workload(const TrainConfig& config, const LoadedData& data);
 
-/// Applies train.threads and train.blas_threads, automatic ones chosen for model.precision's
-/// matmul backend and this machine's cores shared by `processes` ranks, and returns the settings
-/// in effect.
+/// Applies model.bf16_matmul (nn::set_bf16_matmul), then train.threads and train.blas_threads,
+/// automatic ones chosen for the matmul backend that model.precision and those kernels use and
+/// this machine's cores shared by `processes` ranks, and returns the settings in effect.
 ThreadSettings apply_thread_settings(const TrainConfig& config, int64_t processes = 1);
 
 /// What a training run needs besides the workload: optimizer, schedule, loss scaler and loop

@@ -7,6 +7,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/models/transformer_parts.h"
+#include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::models {
 namespace {
@@ -47,10 +48,10 @@ torch::Tensor EncoderSelfAttentionImpl::forward(const torch::Tensor& x,
                                                 const torch::Tensor& key_padding) {
   const int64_t batch = x.size(0);
   const int64_t time = x.size(1);
-  const torch::Tensor y =
-      multi_head_attention(qkv->forward(x), heads_, key_padding.view({batch, 1, 1, time}), dropout_,
-                           is_training());                          // (B, S, C)
-  return maybe_dropout(proj->forward(y), dropout_, is_training());  // (B, S, C)
+  const torch::Tensor y = multi_head_attention(nn::linear(qkv, x), heads_,
+                                               key_padding.view({batch, 1, 1, time}), dropout_,
+                                               is_training());         // (B, S, C)
+  return maybe_dropout(nn::linear(proj, y), dropout_, is_training());  // (B, S, C)
 }
 
 EncoderMlpImpl::EncoderMlpImpl(const BertOptions& options) : dropout_(options.dropout()) {
@@ -61,8 +62,8 @@ EncoderMlpImpl::EncoderMlpImpl(const BertOptions& options) : dropout_(options.dr
 }
 
 torch::Tensor EncoderMlpImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor h = torch::gelu(fc->forward(x));              // (B, S, 4C), exact erf GELU
-  return maybe_dropout(proj->forward(h), dropout_, is_training());  // (B, S, C)
+  const torch::Tensor h = torch::gelu(nn::linear(fc, x));              // (B, S, 4C), exact erf GELU
+  return maybe_dropout(nn::linear(proj, h), dropout_, is_training());  // (B, S, C)
 }
 
 BertBlockImpl::BertBlockImpl(const BertOptions& options) {
@@ -155,7 +156,7 @@ torch::Tensor BertImpl::forward(const torch::Tensor& inputs) {
     }
   }
   const torch::Tensor pooled = ln_f->forward(x.select(/*dim=*/1, /*index=*/0));  // (B, C)
-  return head->forward(pooled);                                                  // (B, classes)
+  return nn::linear(head, pooled);                                               // (B, classes)
 }
 
 }  // namespace bigbatch::models

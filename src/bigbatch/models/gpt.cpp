@@ -7,6 +7,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/models/transformer_parts.h"
+#include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::models {
 namespace {
@@ -46,9 +47,9 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const torch::Tensor future =
       torch::ones({time, time}, torch::TensorOptions().dtype(torch::kBool).device(x.device()))
           .triu(/*diagonal=*/1);  // (T, T)
-  const torch::Tensor y =
-      multi_head_attention(qkv->forward(x), heads_, future, dropout_, is_training());  // (B, T, C)
-  return maybe_dropout(proj->forward(y), dropout_, is_training());                     // (B, T, C)
+  const torch::Tensor y = multi_head_attention(nn::linear(qkv, x), heads_, future, dropout_,
+                                               is_training());         // (B, T, C)
+  return maybe_dropout(nn::linear(proj, y), dropout_, is_training());  // (B, T, C)
 }
 
 GptMlpImpl::GptMlpImpl(const GptOptions& options) : dropout_(options.dropout()) {
@@ -59,8 +60,8 @@ GptMlpImpl::GptMlpImpl(const GptOptions& options) : dropout_(options.dropout()) 
 }
 
 torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor h = torch::gelu(fc->forward(x));              // (B, T, 4C), exact erf GELU
-  return maybe_dropout(proj->forward(h), dropout_, is_training());  // (B, T, C)
+  const torch::Tensor h = torch::gelu(nn::linear(fc, x));              // (B, T, 4C), exact erf GELU
+  return maybe_dropout(nn::linear(proj, h), dropout_, is_training());  // (B, T, C)
 }
 
 GptBlockImpl::GptBlockImpl(const GptOptions& options) {
@@ -142,7 +143,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& inputs) {
       x = block->forward(x);  // (B, T, C)
     }
   }
-  return head->forward(ln_f->forward(x));  // (B, T, vocab)
+  return nn::linear(head, ln_f->forward(x));  // (B, T, vocab)
 }
 
 }  // namespace bigbatch::models

@@ -1,6 +1,7 @@
 #include "bigbatch/models/mlp.h"
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::models {
 
@@ -41,12 +42,12 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor x = tok_embed->forward(inputs);  // (B, context, embed)
   x = x.reshape({batch, -1});                    // (B, context * embed)
   for (auto& layer : hidden_layers_) {
-    x = torch::tanh(layer->forward(x));  // (B, hidden)
+    x = torch::tanh(nn::linear(layer, x));  // (B, hidden)
     if (options_.dropout() > 0.0) {
       x = torch::dropout(x, options_.dropout(), is_training());
     }
   }
-  return head->forward(x);  // (B, vocab)
+  return nn::linear(head, x);  // (B, vocab)
 }
 
 }  // namespace bigbatch::models

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::models {
 namespace {
@@ -120,7 +121,7 @@ torch::Tensor ResNetImpl::forward(const torch::Tensor& images) {
     }
   }
   const torch::Tensor pooled = x.mean({2, 3});  // (B, 4w)
-  return head->forward(pooled);                 // (B, classes)
+  return nn::linear(head, pooled);              // (B, classes)
 }
 
 }  // namespace bigbatch::models

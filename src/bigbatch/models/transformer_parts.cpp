@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "bigbatch/nn/bf16_matmul.h"
+
 namespace bigbatch::models {
 
 torch::nn::LayerNorm layer_norm(int64_t width) {
@@ -27,11 +29,11 @@ torch::Tensor multi_head_attention(const torch::Tensor& qkv, int64_t heads,
   const torch::Tensor k = split_heads(parts[1]);  // (B, heads, T, head_dim)
   const torch::Tensor v = split_heads(parts[2]);  // (B, heads, T, head_dim)
   torch::Tensor scores =
-      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));  // (B, h, T, T)
+      nn::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));  // (B, h, T, T)
   scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);  // (B, heads, T, T)
   probs = maybe_dropout(probs, dropout, training);
-  const torch::Tensor y = torch::matmul(probs, v);                   // (B, heads, T, head_dim)
+  const torch::Tensor y = nn::matmul(probs, v);                      // (B, heads, T, head_dim)
   return y.transpose(1, 2).contiguous().view({batch, time, embed});  // (B, T, C)
 }
 

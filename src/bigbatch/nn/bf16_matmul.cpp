@@ -1,0 +1,227 @@
+#include "bigbatch/nn/bf16_matmul.h"
+
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <atomic>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/system_info.h"
+#include "bigbatch/io/read_file.h"
+
+namespace bigbatch::nn {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+std::atomic<Bf16Matmul> process_choice{Bf16Matmul::kAuto};
+
+/// What kAuto means on this machine, read from /proc/cpuinfo once.
+Bf16Matmul automatic_choice() {
+  static const Bf16Matmul resolved = resolve_bf16_matmul(
+      Bf16Matmul::kAuto, parse_cpu_flags(io::read_file_or_empty("/proc/cpuinfo")));
+  return resolved;
+}
+
+/// Whether autocast would run a product of these operands as a bf16 CPU kernel that the fp32
+/// kernels should replace: CPU autocast on, to bf16, and every operand a CPU float32 or bfloat16
+/// tensor (autocast leaves float64 alone; undefined operands are skipped).
+bool use_fp32_kernels(std::initializer_list<const torch::Tensor*> operands) {
+  if (!at::autocast::is_cpu_enabled() || at::autocast::get_autocast_cpu_dtype() != torch::kBFloat16)
+    return false;
+  if (bf16_matmul() != Bf16Matmul::kFp32)
+    return false;
+  for (const torch::Tensor* operand : operands) {
+    if (!operand->defined())
+      continue;
+    const torch::ScalarType dtype = operand->scalar_type();
+    if (!operand->device().is_cpu() || (dtype != torch::kFloat && dtype != torch::kBFloat16))
+      return false;
+  }
+  return true;
+}
+
+/// Runs its scope without CPU autocast, so the fp32 products below stay fp32.
+struct NoCpuAutocast {
+  c10::impl::ExcludeDispatchKeyGuard guard{c10::DispatchKey::AutocastCPU};
+};
+
+/// The fp32 values a bf16 kernel reads: `t` rounded to bf16, in fp32 (exact).
+torch::Tensor bf16_values(const torch::Tensor& t) {
+  return t.to(torch::kBFloat16).to(torch::kFloat);
+}
+
+/// An fp32 result rounded to bf16 (as a bf16 kernel writes it), then in `dtype`.
+torch::Tensor rounded_to(const torch::Tensor& t, torch::ScalarType dtype) {
+  return t.to(torch::kBFloat16).to(dtype);
+}
+
+torch::ScalarType saved_dtype(AutogradContext* ctx, const char* name) {
+  return static_cast<torch::ScalarType>(ctx->saved_data[name].toInt());
+}
+
+/// Forward of a Linear under bf16 autocast on fp32 kernels (bias may be undefined). Saves the
+/// bf16 input and weight, as autocast's addmm does, and nothing in fp32.
+torch::Tensor linear_forward(AutogradContext* ctx, const torch::Tensor& input,
+                             const torch::Tensor& weight, const torch::Tensor& bias) {
+  const NoCpuAutocast no_autocast;
+  const torch::Tensor input_bf16 = input.to(torch::kBFloat16);    // (..., in)
+  const torch::Tensor weight_bf16 = weight.to(torch::kBFloat16);  // (out, in)
+  ctx->save_for_backward({input_bf16, weight_bf16});
+  ctx->saved_data["input_dtype"] = static_cast<int64_t>(input.scalar_type());
+  ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
+  ctx->saved_data["bias_dtype"] =
+      static_cast<int64_t>(bias.defined() ? bias.scalar_type() : torch::kFloat);
+  const torch::Tensor output =
+      torch::linear(input_bf16.to(torch::kFloat), weight_bf16.to(torch::kFloat),
+                    bias.defined() ? bf16_values(bias) : torch::Tensor());
+  return output.to(torch::kBFloat16);  // (..., out)
+}
+
+/// Gradients of linear_forward: {input, weight, bias}, each rounded to bf16 and returned in its
+/// operand's dtype; undefined where not needed (the bias's when `with_bias` is false).
+variable_list linear_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
+  const NoCpuAutocast no_autocast;
+  const variable_list saved = ctx->get_saved_variables();
+  const torch::Tensor& input_bf16 = saved[0];                         // (..., in)
+  const torch::Tensor& weight_bf16 = saved[1];                        // (out, in)
+  const torch::Tensor grad = bf16_values(grads[0]);                   // (..., out)
+  const torch::Tensor grad_rows = grad.reshape({-1, grad.size(-1)});  // (N, out)
+  variable_list result(3);
+  if (ctx->needs_input_grad(0)) {
+    result[0] = rounded_to(torch::matmul(grad, weight_bf16.to(torch::kFloat)),
+                           saved_dtype(ctx, "input_dtype"));  // (..., in)
+  }
+  if (ctx->needs_input_grad(1)) {
+    const torch::Tensor input_rows =
+        input_bf16.reshape({-1, input_bf16.size(-1)}).to(torch::kFloat);  // (N, in)
+    result[1] =
+        rounded_to(grad_rows.t().mm(input_rows), saved_dtype(ctx, "weight_dtype"));  // (out, in)
+  }
+  if (with_bias && ctx->needs_input_grad(2))
+    result[2] = rounded_to(grad_rows.sum(0), saved_dtype(ctx, "bias_dtype"));  // (out)
+  return result;
+}
+
+/// A Linear with a bias under bf16 autocast on fp32 kernels. (LibTorch 1.13's Function::apply
+/// takes no undefined tensors, so the Linear without one is a Function of its own.)
+struct Fp32KernelLinear : torch::autograd::Function<Fp32KernelLinear> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    return linear_forward(ctx, input, weight, bias);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return linear_backward(ctx, grads, /*with_bias=*/true);
+  }
+};
+
+/// A Linear without a bias under bf16 autocast on fp32 kernels.
+struct Fp32KernelLinearNoBias : torch::autograd::Function<Fp32KernelLinearNoBias> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               const torch::Tensor& weight) {
+    return linear_forward(ctx, input, weight, torch::Tensor());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list result = linear_backward(ctx, grads, /*with_bias=*/false);
+    result.pop_back();
+    return result;
+  }
+};
+
+/// A batched product under bf16 autocast on fp32 kernels; saves the bf16 operands.
+struct Fp32KernelMatmul : torch::autograd::Function<Fp32KernelMatmul> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a,
+                               const torch::Tensor& b) {
+    const NoCpuAutocast no_autocast;
+    const torch::Tensor a_bf16 = a.to(torch::kBFloat16);  // (..., n, k)
+    const torch::Tensor b_bf16 = b.to(torch::kBFloat16);  // (..., k, m)
+    ctx->save_for_backward({a_bf16, b_bf16});
+    ctx->saved_data["a_dtype"] = static_cast<int64_t>(a.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
+    return torch::matmul(a_bf16.to(torch::kFloat), b_bf16.to(torch::kFloat))
+        .to(torch::kBFloat16);  // (..., n, m)
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const NoCpuAutocast no_autocast;
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor grad = bf16_values(grads[0]);  // (..., n, m)
+    torch::Tensor grad_a;
+    torch::Tensor grad_b;
+    if (ctx->needs_input_grad(0)) {
+      const torch::Tensor b = saved[1].to(torch::kFloat);  // (..., k, m)
+      grad_a = rounded_to(torch::matmul(grad, b.transpose(-2, -1)),
+                          saved_dtype(ctx, "a_dtype"));  // (..., n, k)
+    }
+    if (ctx->needs_input_grad(1)) {
+      const torch::Tensor a = saved[0].to(torch::kFloat);  // (..., n, k)
+      grad_b = rounded_to(torch::matmul(a.transpose(-2, -1), grad),
+                          saved_dtype(ctx, "b_dtype"));  // (..., k, m)
+    }
+    return {grad_a, grad_b};
+  }
+};
+
+}  // namespace
+
+Bf16Matmul parse_bf16_matmul(const std::string& text, const std::string& field) {
+  if (text == "auto")
+    return Bf16Matmul::kAuto;
+  if (text == "native")
+    return Bf16Matmul::kNative;
+  if (text == "fp32")
+    return Bf16Matmul::kFp32;
+  throw InputError(cat(field, " must be \"auto\", \"native\" or \"fp32\", got \"", text, "\""));
+}
+
+std::string to_string(Bf16Matmul mode) {
+  switch (mode) {
+    case Bf16Matmul::kAuto:
+      return "auto";
+    case Bf16Matmul::kNative:
+      return "native";
+    case Bf16Matmul::kFp32:
+      return "fp32";
+  }
+  return "?";
+}
+
+Bf16Matmul resolve_bf16_matmul(Bf16Matmul mode, const std::set<std::string>& cpu_flags) {
+  if (mode != Bf16Matmul::kAuto)
+    return mode;
+  const bool native = cpu_flags.count("avx512_bf16") > 0 || cpu_flags.count("amx_bf16") > 0;
+  return native ? Bf16Matmul::kNative : Bf16Matmul::kFp32;
+}
+
+void set_bf16_matmul(Bf16Matmul mode) {
+  process_choice.store(mode);
+}
+
+Bf16Matmul bf16_matmul() {
+  const Bf16Matmul mode = process_choice.load();
+  return mode == Bf16Matmul::kAuto ? automatic_choice() : mode;
+}
+
+torch::Tensor linear(const torch::Tensor& input, const torch::Tensor& weight,
+                     const torch::Tensor& bias) {
+  if (use_fp32_kernels({&input, &weight, &bias})) {
+    return bias.defined() ? Fp32KernelLinear::apply(input, weight, bias)
+                          : Fp32KernelLinearNoBias::apply(input, weight);
+  }
+  return torch::linear(input, weight, bias);
+}
+
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& input) {
+  return linear(input, layer->weight, layer->bias);
+}
+
+torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  const bool same_batch = a.dim() >= 2 && a.dim() == b.dim() &&
+                          a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2);
+  if (same_batch && use_fp32_kernels({&a, &b}))
+    return Fp32KernelMatmul::apply(a, b);
+  return torch::matmul(a, b);
+}
+
+}  // namespace bigbatch::nn

@@ -129,37 +129,69 @@ struct Fp32KernelLinearNoBias : torch::autograd::Function<Fp32KernelLinearNoBias
   }
 };
 
-/// A batched product under bf16 autocast on fp32 kernels; saves the bf16 operands.
+/// bias + alpha * (a @ b) under bf16 autocast on fp32 kernels, for matmul() (no bias, alpha 1)
+/// and baddbmm(); saves the bf16 operands. The bias gets no gradient.
+torch::Tensor product_forward(AutogradContext* ctx, const torch::Tensor& bias,
+                              const torch::Tensor& a, const torch::Tensor& b, double alpha) {
+  const NoCpuAutocast no_autocast;
+  const torch::Tensor a_bf16 = a.to(torch::kBFloat16);  // (..., n, k)
+  const torch::Tensor b_bf16 = b.to(torch::kBFloat16);  // (..., k, m)
+  ctx->save_for_backward({a_bf16, b_bf16});
+  ctx->saved_data["a_dtype"] = static_cast<int64_t>(a.scalar_type());
+  ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
+  ctx->saved_data["alpha"] = alpha;
+  const torch::Tensor a_values = a_bf16.to(torch::kFloat);
+  const torch::Tensor b_values = b_bf16.to(torch::kFloat);
+  const torch::Tensor product =
+      bias.defined() ? torch::baddbmm(bf16_values(bias), a_values, b_values, /*beta=*/1.0, alpha)
+                     : torch::matmul(a_values, b_values);
+  return product.to(torch::kBFloat16);  // (..., n, m)
+}
+
+/// Gradients of product_forward: {a, b}, rounded to bf16, in the operands' dtypes.
+variable_list product_backward(AutogradContext* ctx, const variable_list& grads) {
+  const NoCpuAutocast no_autocast;
+  const variable_list saved = ctx->get_saved_variables();
+  const double alpha = ctx->saved_data["alpha"].toDouble();
+  // The fp32 product times the exact alpha, rounded once. (LibTorch 1.13's own bf16 backward
+  // rounds the product, then multiplies it by alpha rounded to bf16: 0.3 becomes 0.30078.)
+  const auto scaled = [alpha](const torch::Tensor& t) { return alpha == 1.0 ? t : t * alpha; };
+  const torch::Tensor grad = bf16_values(grads[0]);  // (..., n, m)
+  variable_list result(2);
+  if (ctx->needs_input_grad(0)) {
+    const torch::Tensor b = saved[1].to(torch::kFloat);  // (..., k, m)
+    result[0] = rounded_to(scaled(torch::matmul(grad, b.transpose(-2, -1))),
+                           saved_dtype(ctx, "a_dtype"));  // (..., n, k)
+  }
+  if (ctx->needs_input_grad(1)) {
+    const torch::Tensor a = saved[0].to(torch::kFloat);  // (..., n, k)
+    result[1] = rounded_to(scaled(torch::matmul(a.transpose(-2, -1), grad)),
+                           saved_dtype(ctx, "b_dtype"));  // (..., k, m)
+  }
+  return result;
+}
+
+/// a @ b under bf16 autocast on fp32 kernels.
 struct Fp32KernelMatmul : torch::autograd::Function<Fp32KernelMatmul> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a,
                                const torch::Tensor& b) {
-    const NoCpuAutocast no_autocast;
-    const torch::Tensor a_bf16 = a.to(torch::kBFloat16);  // (..., n, k)
-    const torch::Tensor b_bf16 = b.to(torch::kBFloat16);  // (..., k, m)
-    ctx->save_for_backward({a_bf16, b_bf16});
-    ctx->saved_data["a_dtype"] = static_cast<int64_t>(a.scalar_type());
-    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
-    return torch::matmul(a_bf16.to(torch::kFloat), b_bf16.to(torch::kFloat))
-        .to(torch::kBFloat16);  // (..., n, m)
+    return product_forward(ctx, torch::Tensor(), a, b, 1.0);
   }
-
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const NoCpuAutocast no_autocast;
-    const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor grad = bf16_values(grads[0]);  // (..., n, m)
-    torch::Tensor grad_a;
-    torch::Tensor grad_b;
-    if (ctx->needs_input_grad(0)) {
-      const torch::Tensor b = saved[1].to(torch::kFloat);  // (..., k, m)
-      grad_a = rounded_to(torch::matmul(grad, b.transpose(-2, -1)),
-                          saved_dtype(ctx, "a_dtype"));  // (..., n, k)
-    }
-    if (ctx->needs_input_grad(1)) {
-      const torch::Tensor a = saved[0].to(torch::kFloat);  // (..., n, k)
-      grad_b = rounded_to(torch::matmul(a.transpose(-2, -1), grad),
-                          saved_dtype(ctx, "b_dtype"));  // (..., k, m)
-    }
-    return {grad_a, grad_b};
+    return product_backward(ctx, grads);
+  }
+};
+
+/// bias + alpha * (a @ b) under bf16 autocast on fp32 kernels; the bias is a constant (a mask).
+struct Fp32KernelBaddbmm : torch::autograd::Function<Fp32KernelBaddbmm> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a, const torch::Tensor& b,
+                               const torch::Tensor& bias, double alpha) {
+    return product_forward(ctx, bias, a, b, alpha);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list result = product_backward(ctx, grads);
+    result.resize(4);  // the bias (a constant) and alpha get none
+    return result;
   }
 };
 
@@ -222,6 +254,13 @@ torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b) {
   if (same_batch && use_fp32_kernels({&a, &b}))
     return Fp32KernelMatmul::apply(a, b);
   return torch::matmul(a, b);
+}
+
+torch::Tensor baddbmm(const torch::Tensor& bias, const torch::Tensor& a, const torch::Tensor& b,
+                      double alpha) {
+  if (a.dim() == 3 && b.dim() == 3 && !bias.requires_grad() && use_fp32_kernels({&bias, &a, &b}))
+    return Fp32KernelBaddbmm::apply(a, b, bias, alpha);
+  return torch::baddbmm(bias, a, b, /*beta=*/1.0, alpha);
 }
 
 }  // namespace bigbatch::nn

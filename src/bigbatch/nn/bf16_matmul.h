@@ -56,4 +56,11 @@ torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& input)
 /// a (..., n, k), b (..., k, m) -> (..., n, m)
 torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b);
 
+/// bias + alpha * (a @ b), as torch::baddbmm with beta 1 (a scaled product with a mask added in
+/// the same kernel), with linear()'s fp32 kernels under CPU bf16 autocast unless the bias
+/// requires a gradient (that case, like every other, is torch::baddbmm's).
+/// bias broadcastable to (N, n, m), a (N, n, k), b (N, k, m) -> (N, n, m)
+torch::Tensor baddbmm(const torch::Tensor& bias, const torch::Tensor& a, const torch::Tensor& b,
+                      double alpha);
+
 }  // namespace bigbatch::nn

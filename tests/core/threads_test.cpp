@@ -1,6 +1,8 @@
 // Thread settings per matmul backend: the automatic choice, explicit requests, and applying them.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/threads.h"
 
@@ -39,6 +41,28 @@ TEST(Threads, ApplyingSetsOpenMpAndOpenBlas) {
   EXPECT_EQ(blas_threads(), 1);
   apply_threads(ThreadRequest().openmp(openmp_before).blas(blas_before));
   EXPECT_EQ(blas_threads(), blas_before);
+}
+
+TEST(Threads, AHelperThreadGetsOneIntraOpThreadAndTheOthersKeepTheirs) {
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(2);
+  const auto threads_seen = [](bool limit) {
+    int seen = 0;
+    std::thread helper([&] {
+      if (limit)
+        use_one_intra_op_thread_on_this_thread();
+      // A parallel operation, as the prefetcher's gathering runs, then the count it ran under.
+      (void)torch::ones({1 << 16}).sum();
+      seen = torch::get_num_threads();
+    });
+    helper.join();
+    return seen;
+  };
+  EXPECT_EQ(threads_seen(false), 2);       // a new thread inherits the process's setting...
+  EXPECT_EQ(threads_seen(true), 1);        // ...unless it asks for one
+  EXPECT_EQ(torch::get_num_threads(), 2);  // the calling thread's is untouched
+  EXPECT_EQ(threads_seen(false), 2);       // and so is the process's
+  torch::set_num_threads(before);
 }
 
 }  // namespace

@@ -31,6 +31,17 @@ std::string ThreadSettings::describe() const {
              backend == MatmulBackend::kOneDnn ? " (bf16: oneDNN)" : " (fp32: OpenBLAS)");
 }
 
+void use_one_intra_op_thread_on_this_thread() {
+  // LibTorch sets a thread's OpenMP thread count from the process-wide one the first time the
+  // thread asks for it (at::get_num_threads, at::parallel_for); have that happen now, then lower
+  // this thread's own count (OpenMP's nthreads setting belongs to the calling thread). Called
+  // in LibTorch, not through an inline header function, whose once-per-thread flag would be
+  // this binary's copy. omp_set_num_threads is looked up at run time like OpenBLAS's functions.
+  (void)at::get_num_threads();
+  if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    set(1);
+}
+
 int available_cores() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/threads.h"
 
 namespace bigbatch::data {
 
@@ -66,6 +67,7 @@ int64_t Prefetcher::pending() const {
 }
 
 void Prefetcher::run() {
+  use_one_intra_op_thread_on_this_thread();  // the training thread has the cores
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_.wait(lock, [this] {

@@ -40,6 +40,8 @@ TEST(SystemInfo, ThisMachinesProcFilesParse) {
   std::ostringstream cpuinfo;
   cpuinfo << std::ifstream("/proc/cpuinfo").rdbuf();
   EXPECT_FALSE(parse_cpu_flags(cpuinfo.str()).empty());
+  EXPECT_EQ(this_cpu_flags(), parse_cpu_flags(cpuinfo.str()));
+  EXPECT_EQ(&this_cpu_flags(), &this_cpu_flags());  // read once
 }
 
 }  // namespace

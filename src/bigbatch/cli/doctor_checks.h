@@ -60,8 +60,8 @@ Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative,
 /// threads (see measure_matmul). Never a problem: the BLAS and CPU findings say why it is slow.
 Finding matmul_finding(torch::Dtype dtype, double seconds);
 
-/// Native bf16 support of the CPU (avx512_bf16, amx_bf16); without it model.precision = "bf16" is
-/// emulated and slower than fp32 (a note, not a problem).
+/// Native bf16 support of the CPU (avx512_bf16, amx_bf16); without it model.precision = "bf16"
+/// runs its products on fp32 kernels (nn/bf16_matmul) (a note, not a problem).
 Finding cpu_bf16_finding(const std::set<std::string>& flags, const std::string& model);
 
 /// Total and available memory; under 1 GiB available is a problem.

@@ -1,5 +1,6 @@
 #include "bigbatch/core/system_info.h"
 
+#include <fstream>
 #include <sstream>
 
 namespace bigbatch {
@@ -37,6 +38,16 @@ std::set<std::string> parse_cpu_flags(std::string_view cpuinfo) {
   std::set<std::string> flags;
   for (std::string word; words >> word;)
     flags.insert(word);
+  return flags;
+}
+
+const std::set<std::string>& this_cpu_flags() {
+  static const std::set<std::string> flags = [] {
+    std::ifstream file("/proc/cpuinfo");
+    std::ostringstream text;
+    text << file.rdbuf();
+    return parse_cpu_flags(text.str());
+  }();
   return flags;
 }
 

@@ -12,6 +12,10 @@ namespace bigbatch {
 /// "amx_bf16", ...); empty when there is no "flags" line.
 std::set<std::string> parse_cpu_flags(std::string_view cpuinfo);
 
+/// The feature flags of this machine's CPU: parse_cpu_flags of /proc/cpuinfo, read on the first
+/// call; empty where the file cannot be read.
+const std::set<std::string>& this_cpu_flags();
+
 /// The "model name" of the first processor in /proc/cpuinfo's text; empty when there is none.
 std::string parse_cpu_model(std::string_view cpuinfo);
 

@@ -7,7 +7,6 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
-#include "bigbatch/io/read_file.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -19,8 +18,7 @@ std::atomic<Bf16Matmul> process_choice{Bf16Matmul::kAuto};
 
 /// What kAuto means on this machine, read from /proc/cpuinfo once.
 Bf16Matmul automatic_choice() {
-  static const Bf16Matmul resolved = resolve_bf16_matmul(
-      Bf16Matmul::kAuto, parse_cpu_flags(io::read_file_or_empty("/proc/cpuinfo")));
+  static const Bf16Matmul resolved = resolve_bf16_matmul(Bf16Matmul::kAuto, this_cpu_flags());
   return resolved;
 }
 

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "bigbatch/core/system_info.h"
 
@@ -54,12 +52,8 @@ OpenBlasKernelFacts openblas_kernel_facts() {
   facts.coretype_env = env("OPENBLAS_CORETYPE");
   facts.restarted = env(kOpenBlasRestartVariable).has_value();
   facts.core = loaded_openblas_core();
-  if (is_pre_avx2_core(facts.core)) {  // only then do the flags matter
-    std::ifstream file("/proc/cpuinfo");
-    std::ostringstream text;
-    text << file.rdbuf();
-    facts.cpu_flags = parse_cpu_flags(text.str());
-  }
+  if (is_pre_avx2_core(facts.core))  // only then do the flags matter
+    facts.cpu_flags = this_cpu_flags();
   return facts;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bigbatch/core/threads.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
 
@@ -290,6 +291,40 @@ TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
       << fp32_kernels.output;
   EXPECT_NE(fp32_kernels.output.find("OpenBLAS; fp32 matmuls run on these"), std::string::npos)
       << fp32_kernels.output;
+}
+
+TEST_F(TrainCommand, ConcurrentMicroBatchesTrainTheSameAndShowInThePlan) {
+  // At one OpenMP and one OpenBLAS thread each pass's kernels compute the same on any thread, so
+  // 2 micro-batches at a time give bitwise the losses of one at a time.
+  const std::string one = run_dir("one_at_a_time");
+  const std::string two = run_dir("two_at_a_time");
+  const std::string common =
+      "train " + corpus_arg() + kTinyGpt + " -s train.threads=1 -s train.blas_threads=1 --steps 3";
+  const Result r1 = run(common + " --run-dir " + one);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  const Result r2 = run(common + " -s train.concurrent_micro_batches=2 --run-dir " + two);
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  EXPECT_NE(r2.output.find("concurrent     2              micro-batches of a window run at once"),
+            std::string::npos)
+      << r2.output;
+  const auto summary_of = [](const std::string& dir) {
+    return nlohmann::json::parse(testing::read_file(fs::path(dir) / "summary.json"));
+  };
+  const auto s1 = summary_of(one);
+  const auto s2 = summary_of(two);
+  EXPECT_EQ(s2["steps"], 3);
+  EXPECT_EQ(s2["last_train_loss"].get<double>(), s1["last_train_loss"].get<double>());
+  EXPECT_EQ(s2["last_val_loss"].get<double>(), s1["last_val_loss"].get<double>());
+
+  // Automatic threads give each of the passes its share of the cores.
+  const Result plan =
+      run("train --plan " + corpus_arg() + kTinyGpt +
+          " -s train.concurrent_micro_batches=" + std::to_string(2 * available_cores()));
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("threads        1              OpenMP (intra-op)"), std::string::npos)
+      << plan.output;
+  EXPECT_NE(plan.output.find("blas_threads   1              OpenBLAS"), std::string::npos)
+      << plan.output;
 }
 
 TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
 namespace bigbatch::cli {
 namespace {
 
@@ -31,6 +36,35 @@ TEST(TrainConfig, AutoLossScalingFollowsFp16Only) {
   config.precision = nn::Precision::kFp32;
   config.loss_scale = LossScaleMode::kDynamic;
   EXPECT_TRUE(loss_scaling_enabled(config));
+}
+
+TEST(TrainConfig, ConcurrentMicroBatchesNeedAModelWithoutBatchNormOrDropout) {
+  EXPECT_EQ(read({}).concurrent_micro_batches, 1);
+  EXPECT_EQ(read({"train.concurrent_micro_batches=2"}).concurrent_micro_batches, 2);
+  // The ResNet with GroupNorm in place of BatchNorm, the BERT without dropout.
+  EXPECT_EQ(
+      read({"train.concurrent_micro_batches=2", "model.kind=resnet", "model.norm_policy=group"})
+          .concurrent_micro_batches,
+      2);
+  EXPECT_EQ(read({"train.concurrent_micro_batches=2", "model.kind=bert", "bert.dropout=0"})
+                .concurrent_micro_batches,
+            2);
+  const auto error_of = [](const std::vector<std::string>& overrides) {
+    return testing::input_error_of([&] { read(overrides); });
+  };
+  const std::string zero = error_of({"train.concurrent_micro_batches=0"});
+  EXPECT_NE(zero.find("train.concurrent_micro_batches = 0 must be >= 1"), std::string::npos)
+      << zero;
+  const std::string batch_norm =
+      error_of({"train.concurrent_micro_batches=2", "model.kind=resnet"});
+  EXPECT_NE(batch_norm.find("needs a model without BatchNorm"), std::string::npos) << batch_norm;
+  EXPECT_NE(batch_norm.find("model.norm_policy = \"group\""), std::string::npos) << batch_norm;
+  const std::string bert = error_of({"train.concurrent_micro_batches=3", "model.kind=bert"});
+  EXPECT_NE(bert.find("train.concurrent_micro_batches = 3 needs bert.dropout = 0, got 0.1"),
+            std::string::npos)
+      << bert;
+  const std::string gpt = error_of({"train.concurrent_micro_batches=2", "gpt.dropout=0.2"});
+  EXPECT_NE(gpt.find("needs gpt.dropout = 0, got 0.2"), std::string::npos) << gpt;
 }
 
 }  // namespace

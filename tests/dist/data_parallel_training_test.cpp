@@ -37,6 +37,7 @@ struct JobSpec {
   int64_t checkpoint_every = 0;  ///< rank 0 saves to `checkpoint_dir`
   std::string checkpoint_dir;
   std::string resume_from;  ///< a checkpoint file every rank loads first
+  int64_t concurrent_micro_batches = 1;
 };
 
 /// One rank's parts, built on the main thread (the ranks are threads sharing one random
@@ -115,7 +116,8 @@ void train_rank(const JobSpec& spec, Rank& r, const data::Dataset& dataset,
                                      .max_grad_norm(0.5)
                                      .seed(9)
                                      .checkpoint_every(spec.checkpoint_every)
-                                     .bucket_bytes(2048));
+                                     .bucket_bytes(2048)
+                                     .concurrent_micro_batches(spec.concurrent_micro_batches));
   if (!spec.resume_from.empty())
     trainer.resume(engine::load_checkpoint(spec.resume_from, parts).state);
   trainer.add_sink(&r.sink);
@@ -210,6 +212,34 @@ TEST(DataParallelTraining, TokenLossWithUnevenPaddingEqualsOneProcess) {
     padded = padded || window.tokens < window.samples * 16;
   }
   EXPECT_TRUE(padded);
+}
+
+TEST(DataParallelTraining, ConcurrentMicroBatchesOnEveryRankTrainTheSame) {
+  // 8 samples per rank and window as 2 + 2 + 2 + 2 (a helper runs the last pass: its gradients
+  // are reduced at the boundary) or 3 + 3 + 2 (the training thread runs the last pass: its
+  // backward starts the buckets).
+  for (const int64_t micro_batch : {2, 3}) {
+    SCOPED_TRACE("micro-batch " + std::to_string(micro_batch));
+    JobSpec two;
+    two.gpt = true;
+    two.dataset_bytes = 3000;
+    two.global_batch = 16;
+    two.micro_batch = micro_batch;
+    two.steps = 6;
+    two.world_size = 2;
+    const JobResult one_at_a_time = run_job(two);
+    two.concurrent_micro_batches = 2;
+    const JobResult concurrent = run_job(two);
+    EXPECT_LE(max_relative_difference(concurrent.first().weights, one_at_a_time.first().weights),
+              1e-12);
+    for (const auto& rank : concurrent.ranks)
+      EXPECT_TRUE(torch::equal(rank->weights, concurrent.first().weights));
+    ASSERT_EQ(concurrent.first().sink.windows.size(), 6u);
+    for (size_t i = 0; i < 6; ++i) {
+      EXPECT_NEAR(concurrent.first().sink.windows[i].loss,
+                  one_at_a_time.first().sink.windows[i].loss, 1e-12);
+    }
+  }
 }
 
 TEST(DataParallelTraining, ARankWithAnEmptyShardTakesPartInTheWindow) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,7 +53,7 @@ class OutOfMemoryOnce : public engine::Objective {
  private:
   engine::Objective& inner_;
   int64_t fail_at_;
-  int64_t calls_ = 0;
+  std::atomic<int64_t> calls_{0};  // concurrent micro-batches call from several threads
 };
 
 /// The trainer's view of the parts every training test builds (the rest stays unset).

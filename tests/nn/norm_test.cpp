@@ -7,6 +7,7 @@
 
 #include "bigbatch/models/model_info.h"
 #include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/concurrent_forward.h"
 #include "support/test_support.h"
 
 namespace bigbatch::nn {
@@ -289,6 +290,25 @@ TEST(BatchNorm, RejectsInvalidOptionsAndInputs) {
                   {"more than one value per channel", "[1, 3]"});
   norm->eval();
   EXPECT_EQ(norm->forward(torch::randn({1, 3})).sizes(), (std::vector<int64_t>{1, 3}));
+}
+
+TEST(BatchNorm, RefusesATrainingForwardThatRunsConcurrentlyWithOthers) {
+  BatchNorm norm(3);
+  const torch::Tensor running_mean = norm->running_mean.clone();
+  {
+    const ConcurrentForwardScope concurrent;
+    EXPECT_TRUE(in_concurrent_forward());
+    expect_contains(input_error_of([&] {
+                      norm->forward(torch::randn({4, 3}));
+                    }),
+                    {"BatchNorm in training mode", "train.concurrent_micro_batches = 1"});
+    EXPECT_TRUE(torch::equal(norm->running_mean, running_mean));
+    norm->eval();  // reads the statistics only
+    EXPECT_EQ(norm->forward(torch::randn({4, 3})).sizes(), (std::vector<int64_t>{4, 3}));
+  }
+  EXPECT_FALSE(in_concurrent_forward());
+  norm->train();
+  EXPECT_EQ(norm->forward(torch::randn({4, 3})).sizes(), (std::vector<int64_t>{4, 3}));
 }
 
 TEST(BatchNormFunctions, ReachEveryBatchNormOfAModel) {

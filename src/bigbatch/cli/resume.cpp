@@ -13,6 +13,7 @@ ResumeChange resume_change_of(const std::string& key) {
       {"model.bf16_matmul", ResumeChange::kFree},
       {"train.blas_threads", ResumeChange::kFree},
       {"train.prefetch_depth", ResumeChange::kFree},
+      {"train.concurrent_micro_batches", ResumeChange::kFree},
       {"train.log_every", ResumeChange::kFree},
       {"train.eval_every", ResumeChange::kFree},
       {"train.eval_samples", ResumeChange::kFree},

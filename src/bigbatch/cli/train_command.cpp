@@ -143,6 +143,11 @@ Table plan_table(const PlanView& view) {
   table.add(
       "blas_threads", view.threads.blas > 0 ? std::to_string(view.threads.blas) : std::string("-"),
       onednn ? "OpenBLAS (fp32 matmuls; few in bf16)" : "OpenBLAS; fp32 matmuls run on these");
+  if (config.concurrent_micro_batches > 1) {
+    table.add("concurrent", std::to_string(config.concurrent_micro_batches),
+              "micro-batches of a window run at once, one per thread; their activations exist "
+              "at once");
+  }
   table.add("run_dir", view.run_dir.empty() ? "(not written)" : view.run_dir);
   return table;
 }

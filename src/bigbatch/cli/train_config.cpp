@@ -48,6 +48,36 @@ void validated(const ConfigReader& c, const Options& options) {
   }
 }
 
+/// train.concurrent_micro_batches against the model: concurrent training forwards must neither
+/// write BatchNorm statistics nor draw dropout masks.
+void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
+  const int64_t concurrent = t.concurrent_micro_batches;
+  BB_CHECK_INPUT(concurrent >= 1, c.source(), ": train.concurrent_micro_batches = ", concurrent,
+                 " must be >= 1 (1: one micro-batch at a time)");
+  if (concurrent == 1)
+    return;
+  const bool batch_norm = t.model == ModelKind::kResnet &&
+                          t.resnet.norm() == nn::NormKind::kBatch &&
+                          t.norm_policy != engine::NormPolicy::kGroup;
+  BB_CHECK_INPUT(!batch_norm, c.source(), ": train.concurrent_micro_batches = ", concurrent,
+                 " needs a model without BatchNorm, whose running statistics every training "
+                 "forward writes; the ResNet has resnet.norm = \"batch\" (set "
+                 "model.norm_policy = \"group\" or resnet.norm = \"group\", or run one "
+                 "micro-batch at a time)");
+  const double dropout = t.model == ModelKind::kGpt    ? t.gpt.dropout()
+                         : t.model == ModelKind::kMlp  ? t.mlp.dropout()
+                         : t.model == ModelKind::kBert ? t.bert.dropout()
+                                                       : 0.0;
+  const std::string section = t.model == ModelKind::kGpt    ? "gpt"
+                              : t.model == ModelKind::kMlp  ? "mlp"
+                              : t.model == ModelKind::kBert ? "bert"
+                                                            : "resnet";
+  BB_CHECK_INPUT(dropout == 0.0, c.source(), ": train.concurrent_micro_batches = ", concurrent,
+                 " needs ", section, ".dropout = 0, got ", dropout,
+                 ": concurrent micro-batches would draw their dropout masks in an order that "
+                 "depends on the threads' timing");
+}
+
 /// The GPT's, ResNet's and BERT's sections; the chosen model's checkpointing is the one in effect.
 void read_block_models(ConfigReader& c, TrainConfig& t) {
   const nn::CheckpointPolicy gpt = read_checkpointing(c, "gpt");
@@ -269,6 +299,12 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
                 "one computes (extra memory); 0 = gather in the training thread");
   BB_CHECK_INPUT(t.prefetch_depth >= 0, c.source(), ": train.prefetch_depth = ", t.prefetch_depth,
                  " must be >= 0");
+  t.concurrent_micro_batches = c.get_int(
+      "train.concurrent_micro_batches", 1,
+      "micro-batches of a window run at once, one per thread (faster at small micro-batches, "
+      "their activations at once; the same results); needs a model without BatchNorm or "
+      "dropout");
+  check_concurrency_supported(c, t);
   t.run_dir = c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
   t.checkpoint_every = c.get_int(
       "checkpoint.every", 100,

@@ -78,6 +78,7 @@ struct TrainConfig {
   int64_t threads = 0;         ///< OpenMP intra-op threads; 0 = automatic (per precision)
   int64_t blas_threads = 0;    ///< OpenBLAS threads; 0 = automatic (per precision)
   int64_t prefetch_depth = 8;  ///< micro-batches gathered ahead on a background thread; 0 = off
+  int64_t concurrent_micro_batches = 1;  ///< micro-batches of a window run at once, one per thread
   bool float64 = false;
   nn::Precision precision = nn::Precision::kFp32;      ///< compute precision of forward passes
   nn::Bf16Matmul bf16_matmul = nn::Bf16Matmul::kAuto;  ///< kernels of bf16 products on the CPU

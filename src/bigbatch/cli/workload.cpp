@@ -150,7 +150,7 @@ ThreadSettings apply_thread_settings(const TrainConfig& config, int64_t processe
                            .backend(onednn ? MatmulBackend::kOneDnn : MatmulBackend::kBlas)
                            .openmp(config.threads)
                            .blas(config.blas_threads)
-                           .processes(processes));
+                           .processes(processes * config.concurrent_micro_batches));
 }
 
 engine::TrainingSetup TrainingParts::setup(const Workload& w, const engine::Plan& plan) const {
@@ -186,6 +186,7 @@ TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
                       .on_nonfinite(config.on_nonfinite)
                       .max_consecutive_skips(config.max_consecutive_skips)
                       .prefetch_depth(config.prefetch_depth)
+                      .concurrent_micro_batches(config.concurrent_micro_batches)
                       .checkpoint_every(config.checkpoint_every)
                       .bucket_bytes(config.bucket_bytes);
   return parts;
@@ -220,7 +221,27 @@ engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, con
     std::vector<int64_t> indices(static_cast<size_t>(micro_batch));
     std::iota(indices.begin(), indices.end(), 0);
     const data::Batch batch = w.train->get(indices);
-    w.objective->loss_sum(batch).backward();
+    if (config.concurrent_micro_batches == 1) {
+      w.objective->loss_sum(batch).backward();
+    } else {
+      // train.concurrent_micro_batches passes at once, as at worst in training: their graphs all
+      // alive, the first one's backward into .grad, each other's gradients held until added
+      // (engine::ConcurrentMicroBatches).
+      std::vector<torch::Tensor> differentiated;
+      for (const torch::Tensor& parameter : w.module->parameters()) {
+        if (parameter.requires_grad())
+          differentiated.push_back(parameter);
+      }
+      std::vector<torch::Tensor> losses;
+      for (int64_t pass = 0; pass < config.concurrent_micro_batches; ++pass)
+        losses.push_back(w.objective->loss_sum(batch));
+      losses.front().backward();
+      std::vector<std::vector<torch::Tensor>> held;
+      for (size_t pass = 1; pass < losses.size(); ++pass) {
+        held.push_back(
+            torch::autograd::grad({losses[pass]}, differentiated, {}, false, false, true));
+      }
+    }
     for (torch::Tensor& parameter : w.module->parameters())
       parameter.mutable_grad().reset();
   };

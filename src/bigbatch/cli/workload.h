@@ -61,7 +61,8 @@ Workload build_workload(const TrainConfig& config, const LoadedData& data);
 
 /// Applies model.bf16_matmul (nn::set_bf16_matmul), then train.threads and train.blas_threads,
 /// automatic ones chosen for the matmul backend that model.precision and those kernels use and
-/// this machine's cores shared by `processes` ranks, and returns the settings in effect.
+/// this machine's cores shared by `processes` ranks, each running train.concurrent_micro_batches
+/// passes at once, and returns the settings in effect.
 ThreadSettings apply_thread_settings(const TrainConfig& config, int64_t processes = 1);
 
 /// What a training run needs besides the workload: optimizer, schedule, loss scaler and loop
@@ -85,8 +86,9 @@ TrainingParts make_training_parts(const TrainConfig& config, const Workload& w,
 int64_t optimizer_state_bytes(const TrainConfig& config, const torch::nn::Module& module);
 
 /// Runs the micro-batch search under config.memory_budget with forward + backward trials on the
-/// first training samples (with gradients already held, as inside a window), leaving the model, its
-/// gradients and the random generators as they were. The memory tracker must be installed.
+/// first training samples (with gradients already held, as inside a window; with
+/// train.concurrent_micro_batches = N, N passes' graphs and gradients at once), leaving the model,
+/// its gradients and the random generators as they were. The memory tracker must be installed.
 engine::MicroBatchSearchResult search_micro_batch(const TrainConfig& config, const Workload& w,
                                                   int64_t global_batch);
 

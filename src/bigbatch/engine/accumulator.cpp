@@ -75,29 +75,86 @@ void GradientAccumulator::set_loss_scaler(LossScaler* scaler) {
   scaler_ = scaler;
 }
 
-void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& micro) {
+namespace {
+
+/// A micro-batch's loss sum as the window's total keeps it: () float64, detached. Summed on the
+/// loss's device and read once at the boundary: no device sync per micro-batch.
+torch::Tensor detached_loss_sum(const torch::Tensor& loss_sum) {
+  return loss_sum.detach().to(torch::kFloat64).reshape({});
+}
+
+}  // namespace
+
+torch::Tensor GradientAccumulator::loss_for_backward(const torch::Tensor& loss_sum) const {
   BB_CHECK(window_open_, "backward() outside a window; call begin_window() first");
   BB_CHECK(loss_sum.numel() == 1, "loss_sum must be a scalar, got shape ", loss_sum.sizes());
   BB_CHECK(scaler_ == nullptr || scaler_->scale() == window_scale_,
            "the loss scale changed inside a window (from ", window_scale_, " to ", scaler_->scale(),
            "); update the scaler only at the boundary");
+  const torch::Tensor loss =
+      window_normalised_loss(loss_sum.reshape({}), window_.units(options_.unit()));
+  return scaler_ == nullptr ? loss : scaler_->scale_loss(loss);
+}
+
+void GradientAccumulator::count(const torch::Tensor& detached_loss_sum, const Counts& micro) {
   seen_ += micro;
   BB_CHECK(seen_.samples <= declared_.samples && seen_.tokens <= declared_.tokens,
            "the micro-batches hold more than the window declared: ", seen_.samples, " samples and ",
            seen_.tokens, " tokens against ", declared_.samples, " and ", declared_.tokens);
   ++micro_batches_;
+  loss_sum_ = loss_sum_.defined() ? loss_sum_ + detached_loss_sum : detached_loss_sum;
+}
+
+void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& micro) {
+  const torch::Tensor loss = loss_for_backward(loss_sum);
+  count(detached_loss_sum(loss_sum), micro);
   if (reducer_ != nullptr && seen_ == declared_)
     reducer_->arm();  // this rank's last backward of the window: its buckets start as they fill
-  // Summed on the loss's device, read once at the boundary: no device sync per micro-batch.
-  const torch::Tensor detached = loss_sum.detach().to(torch::kFloat64).reshape({});
-  loss_sum_ = loss_sum_.defined() ? loss_sum_ + detached : detached;
-  const torch::Tensor loss =
-      window_normalised_loss(loss_sum.reshape({}), window_.units(options_.unit()));
-  if (scaler_ == nullptr) {
-    loss.backward();
-    return;
+  loss.backward();
+}
+
+MicroBatchGradients GradientAccumulator::gradients_of(const torch::Tensor& loss_sum,
+                                                      const Counts& micro) const {
+  const torch::Tensor loss = loss_for_backward(loss_sum);
+  std::vector<torch::Tensor> differentiated;
+  std::vector<size_t> index_of;  // differentiated[k] is parameters_[index_of[k]]
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (parameters_[i].requires_grad()) {
+      differentiated.push_back(parameters_[i]);
+      index_of.push_back(i);
+    }
   }
-  scaler_->scale_loss(loss).backward();
+  MicroBatchGradients result;
+  result.counts = micro;
+  result.loss_sum = detached_loss_sum(loss_sum);
+  result.gradients.resize(parameters_.size());
+  const std::vector<torch::Tensor> gradients =
+      torch::autograd::grad({loss}, differentiated, /*grad_outputs=*/{}, /*retain_graph=*/false,
+                            /*create_graph=*/false, /*allow_unused=*/true);
+  for (size_t k = 0; k < gradients.size(); ++k)
+    result.gradients[index_of[k]] = gradients[k];
+  return result;
+}
+
+void GradientAccumulator::accumulate(MicroBatchGradients gradients) {
+  BB_CHECK(window_open_, "accumulate() outside a window; call begin_window() first");
+  BB_CHECK(gradients.gradients.size() == parameters_.size(), "accumulate() got ",
+           gradients.gradients.size(), " gradients for ", parameters_.size(), " parameters");
+  count(gradients.loss_sum, gradients.counts);
+  const torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const torch::Tensor& gradient = gradients.gradients[i];
+    if (!gradient.defined())
+      continue;
+    torch::Tensor& parameter = parameters_[i];
+    // As LibTorch's AccumulateGrad does: the first gradient is copied into a buffer laid out
+    // like the parameter (a returned gradient may be an expanded view, or shared by two
+    // parameters), later ones are added to it in place.
+    if (parameter.grad().defined())
+      parameter.mutable_grad().add_(gradient);
+    else
+      parameter.mutable_grad() = torch::empty_like(parameter).copy_(gradient);
+  }
 }
 
 WindowResult GradientAccumulator::step() {

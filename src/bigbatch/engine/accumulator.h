@@ -104,6 +104,16 @@ struct WindowResult {
   std::vector<int64_t> abandoned_by;
 };
 
+/// One micro-batch's gradients, computed by GradientAccumulator::gradients_of() without touching
+/// the parameters' .grad, and added to them by GradientAccumulator::accumulate().
+struct MicroBatchGradients {
+  /// One per parameter of the accumulator, in its order; undefined where the loss does not
+  /// depend on the parameter (or it does not require grad). Each has its parameter's shape.
+  std::vector<torch::Tensor> gradients;
+  torch::Tensor loss_sum;  ///< () float64, detached: the micro-batch's summed loss
+  Counts counts;           ///< what the micro-batch held
+};
+
 /// A non-finite window under NonFinitePolicy::kAbort, or too many skipped windows in a row.
 class NonFiniteError : public std::runtime_error {
  public:
@@ -161,6 +171,17 @@ class GradientAccumulator {
   /// Backward of one micro-batch: `loss_sum` is the sum of its per-unit losses (a scalar),
   /// `micro` what it holds. Gradients accumulate into the parameters' .grad.
   void backward(const torch::Tensor& loss_sum, const Counts& micro);
+  /// What backward() computes, split in two so that micro-batches can run on several threads at
+  /// once (engine::ConcurrentMicroBatches): the gradients of `loss_sum`, normalised and scaled as
+  /// backward() does, with respect to the parameters, returned instead of accumulated
+  /// (torch::autograd::grad). Reads the window's state only, so several threads may call it at
+  /// once inside an open window, each on its own micro-batch's graph.
+  MicroBatchGradients gradients_of(const torch::Tensor& loss_sum, const Counts& micro) const;
+  /// Adds one micro-batch's gradients into .grad and counts it, as backward() would have. Given
+  /// in micro-batch order, the window gradient is bitwise the one backward() accumulates: the
+  /// same sums in the same order. Call on one thread. Under data parallel nothing is started
+  /// early: step() reduces every gradient at the boundary.
+  void accumulate(MicroBatchGradients gradients);
   /// Closes the window: check for inf/NaN, then clip, schedule, step, zero; or skip. Throws
   /// std::logic_error if the micro-batches did not add up to the counts declared by
   /// begin_window, NonFiniteError for a non-finite window under NonFinitePolicy::kAbort, and the
@@ -194,6 +215,12 @@ class GradientAccumulator {
 
  private:
   void free_gradients();
+  /// The loss a micro-batch's backward differentiates: `loss_sum` / the window's units, times
+  /// the loss scale. Checks that a window is open and the scale unchanged.
+  torch::Tensor loss_for_backward(const torch::Tensor& loss_sum) const;
+  /// Counts a micro-batch into the window: its counts (checked against the declared window) and
+  /// its detached float64 loss sum.
+  void count(const torch::Tensor& detached_loss_sum, const Counts& micro);
   /// What the ranks agreed on at a window boundary.
   struct Agreement {
     double loss_sum = 0.0;              ///< the window's loss sum over all ranks

@@ -139,6 +139,9 @@ void validate(const TrainerOptions& options) {
                  " must be >= 0");
   BB_CHECK_INPUT(options.checkpoint_every() >= 0, "checkpoint.every = ", options.checkpoint_every(),
                  " must be >= 0");
+  BB_CHECK_INPUT(options.concurrent_micro_batches() >= 1,
+                 "train.concurrent_micro_batches = ", options.concurrent_micro_batches(),
+                 " must be >= 1 (1: one at a time)");
 }
 
 Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
@@ -154,6 +157,8 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
   }
   BB_CHECK_INPUT(plan_.world_size == world_size_, "the plan is for ", plan_.world_size,
                  " process(es) but the job has ", world_size_);
+  if (options_.concurrent_micro_batches() > 1)
+    concurrent_ = std::make_unique<ConcurrentMicroBatches>(options_.concurrent_micro_batches());
 }
 
 ShardRange Trainer::shard_of(int64_t samples) const {
@@ -381,6 +386,10 @@ void Trainer::accumulate_window(GradientAccumulator& accumulator, Feed& feed,
     hooks->on_window_begin();
   // 2. Forward and backward each micro-batch, normalised by the whole window.
   accumulator.begin_window(prepared.total);
+  if (concurrent_) {
+    concurrent_->run(accumulator, *setup_.objective, prepared.batches, prepared.counts);
+    return;
+  }
   for (size_t i = 0; i < prepared.batches.size(); ++i)
     accumulator.backward(setup_.objective->loss_sum(prepared.batches[i]), prepared.counts[i]);
 }

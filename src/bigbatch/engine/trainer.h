@@ -13,6 +13,7 @@
 #include "bigbatch/dist/communicator.h"
 #include "bigbatch/dist/gradient_reducer.h"
 #include "bigbatch/engine/accumulator.h"
+#include "bigbatch/engine/concurrent_micro_batches.h"
 #include "bigbatch/engine/lr_schedule.h"
 #include "bigbatch/engine/objective.h"
 #include "bigbatch/engine/plan.h"
@@ -60,6 +61,13 @@ struct TrainerOptions {
   TORCH_ARG(int64_t, checkpoint_every) = 0;
   /// Data parallel: bytes of gradient per all-reduce bucket (dist::ReducerOptions).
   TORCH_ARG(int64_t, bucket_bytes) = int64_t{1} << 20;
+  /// Micro-batches of a window run at once, one per thread (engine::ConcurrentMicroBatches); 1
+  /// runs them one after another. The window gradient is bitwise the same either way when each
+  /// pass's kernels compute the same. The model must not write state in a training forward
+  /// (BatchNorm) or draw random numbers (dropout); the activations of this many micro-batches
+  /// exist at once. Under data parallel the gradients are then reduced at the boundary, not
+  /// during the last backward.
+  TORCH_ARG(int64_t, concurrent_micro_batches) = 1;
 };
 
 /// State that lives beside the window gradient and must follow the window's life, such as
@@ -155,7 +163,8 @@ struct LoopState {
 ///   1 take a window of sample indices, split it into micro-batches (plan.split_window) and
 ///     gather them; with prefetch_depth > 0 they were gathered on a background thread while the
 ///     windows before computed
-///   2 count the window, then forward + backward each micro-batch (GradientAccumulator); out of
+///   2 count the window, then forward + backward each micro-batch (GradientAccumulator; with
+///     concurrent_micro_batches > 1, that many at once through ConcurrentMicroBatches); out of
 ///     memory restarts the window at half the micro-batch
 ///   3 boundary: unscale + check for inf/NaN, clip, lr schedule, optimizer step, zero gradients;
 ///     or skip a non-finite window (its data is dropped, not retried; it is not a step)
@@ -227,6 +236,8 @@ class Trainer {
   int64_t rank_ = 0;
   int64_t world_size_ = 1;
   std::unique_ptr<dist::GradientReducer> reducer_;  ///< data parallel, during fit()
+  /// With options.concurrent_micro_batches > 1: the helper threads of a window's passes.
+  std::unique_ptr<ConcurrentMicroBatches> concurrent_;
 };
 
 }  // namespace bigbatch::engine

@@ -5,6 +5,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/concurrent_forward.h"
 
 namespace bigbatch::nn {
 
@@ -83,6 +84,10 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& input) {
   }
   // Running statistics change only in a training forward that is not a checkpoint recompute.
   const bool record = training && !is_recomputing();
+  BB_CHECK_INPUT(!record || !in_concurrent_forward(),
+                 "BatchNorm in training mode writes its running statistics in every forward, so "
+                 "the micro-batches of a model with BatchNorm cannot run concurrently; use one "
+                 "micro-batch at a time (train.concurrent_micro_batches = 1)");
   const bool per_call = record && options_.running_stats() == RunningStatsMode::kPerCall;
   if (record && options_.running_stats() == RunningStatsMode::kPerWindow)
     accumulate_window(input);

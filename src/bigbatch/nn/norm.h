@@ -91,6 +91,8 @@ void validate(const BatchNormOptions& options);
 /// - Activation checkpointing: while nn::is_recomputing() is true (nn::checkpoint's backward
 ///   replaying a block), no running statistic is updated or accumulated, so a checkpointed
 ///   block changes them exactly once per forward, as a plain block does.
+/// - Concurrent micro-batches: a training forward throws InputError while
+///   nn::in_concurrent_forward() is true, since two of them would write the statistics at once.
 class BatchNormImpl : public torch::nn::Module {
  public:
   /// Builds the parameters and buffers; validates `options` first.

@@ -1,0 +1,142 @@
+#include "bigbatch/engine/concurrent_micro_batches.h"
+
+#include <ATen/ThreadLocalState.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/threads.h"
+#include "bigbatch/nn/concurrent_forward.h"
+
+namespace bigbatch::engine {
+
+/// One helper thread that runs one pass at a time.
+class ConcurrentMicroBatches::Helper {
+ public:
+  Helper() : thread_([this] { loop(); }) {}
+  ~Helper() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  Helper(const Helper&) = delete;
+  Helper& operator=(const Helper&) = delete;
+
+  /// Runs `pass` on the helper thread; its result (or exception) arrives through the future.
+  std::future<MicroBatchGradients> submit(std::function<MicroBatchGradients()> pass) {
+    std::packaged_task<MicroBatchGradients()> task(std::move(pass));
+    std::future<MicroBatchGradients> result = task.get_future();
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      BB_CHECK(!task_.valid(), "a helper thread got a second pass before finishing its first");
+      task_ = std::move(task);
+    }
+    wake_.notify_one();
+    return result;
+  }
+
+ private:
+  void loop() {
+    use_one_intra_op_thread_on_this_thread();  // one pass per core: no team of its own
+    for (;;) {
+      std::packaged_task<MicroBatchGradients()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stop_ || task_.valid(); });
+        if (!task_.valid())
+          return;  // stopped
+        task = std::move(task_);
+      }
+      task();  // stores the result or the exception in the future
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::packaged_task<MicroBatchGradients()> task_;  // valid while a pass waits to start
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+namespace {
+
+/// The default CPU generator's state: (5056) uint8.
+torch::Tensor cpu_generator_state() {
+  at::Generator generator = at::globalContext().defaultGenerator(torch::kCPU);
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+}  // namespace
+
+ConcurrentMicroBatches::ConcurrentMicroBatches(int64_t concurrency) {
+  BB_CHECK_INPUT(concurrency >= 1, "concurrent micro-batches = ", concurrency, " must be >= 1");
+  for (int64_t i = 1; i < concurrency; ++i)
+    helpers_.push_back(std::make_unique<Helper>());
+}
+
+ConcurrentMicroBatches::~ConcurrentMicroBatches() = default;
+
+void ConcurrentMicroBatches::run(GradientAccumulator& accumulator, Objective& objective,
+                                 const std::vector<data::Batch>& batches,
+                                 const std::vector<Counts>& counts) {
+  BB_CHECK(batches.size() == counts.size(), "run() got ", batches.size(), " batches and ",
+           counts.size(), " counts");
+  const torch::Tensor random_state_before = cpu_generator_state();
+  const at::ThreadLocalState caller_state;  // grad mode, dispatch keys: the helpers run under it
+  auto helper_pass = [&](size_t i) {
+    const nn::ConcurrentForwardScope concurrent;
+    return accumulator.gradients_of(objective.loss_sum(batches[i]), counts[i]);
+  };
+  const size_t width = helpers_.size() + 1;
+  for (size_t first = 0; first < batches.size(); first += width) {
+    const size_t end = std::min(batches.size(), first + width);
+    std::vector<std::future<MicroBatchGradients>> others;  // passes first + 1 .. end - 1
+    for (size_t i = first + 1; i < end; ++i) {
+      others.push_back(helpers_[i - first - 1]->submit([&, i] {
+        const at::ThreadLocalStateGuard state(caller_state);
+        return helper_pass(i);
+      }));
+    }
+    // This thread takes the group's first pass and accumulates it straight into .grad, as one at
+    // a time would; the helpers' gradients follow in micro-batch order. Every pass of the group
+    // has finished before an error is rethrown: none still uses the window.
+    std::exception_ptr error;
+    try {
+      const nn::ConcurrentForwardScope concurrent;
+      accumulator.backward(objective.loss_sum(batches[first]), counts[first]);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    for (std::future<MicroBatchGradients>& other : others) {
+      try {
+        MicroBatchGradients gradients = other.get();
+        if (!error)
+          accumulator.accumulate(std::move(gradients));
+      } catch (...) {
+        if (!error)
+          error = std::current_exception();
+      }
+    }
+    if (error)
+      std::rethrow_exception(error);
+  }
+  BB_CHECK_INPUT(torch::equal(random_state_before, cpu_generator_state()),
+                 "the model drew random numbers (dropout?) while ", concurrency(),
+                 " micro-batches ran at once; which pass gets which numbers would depend on the "
+                 "threads' timing, so the run could not be reproduced or resumed exactly. Set "
+                 "dropout to 0 or run one micro-batch at a time (train.concurrent_micro_batches "
+                 "= 1)");
+}
+
+}  // namespace bigbatch::engine

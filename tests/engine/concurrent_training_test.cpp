@@ -1,0 +1,200 @@
+// Micro-batches of a window run concurrently (engine::ConcurrentMicroBatches): the window
+// gradients, losses and weights are bitwise those of one micro-batch at a time, out-of-memory
+// restarts and skipped windows included; a model that draws random numbers is refused.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bigbatch/core/threads.h"
+#include "bigbatch/engine/accumulator.h"
+#include "bigbatch/engine/concurrent_micro_batches.h"
+#include "engine/mlp_training_run.h"
+
+namespace bigbatch {
+namespace {
+
+using testing::expect_identical;
+using testing::RunOptions;
+using testing::RunResult;
+using testing::train;
+
+/// Runs at one OpenMP and one OpenBLAS thread, as concurrent passes do, so that every kernel
+/// computes the same on every thread; puts the settings back afterwards.
+class ConcurrentTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    openmp_ = torch::get_num_threads();
+    blas_ = blas_threads();
+    apply_threads(ThreadRequest().openmp(1).blas(1));
+  }
+  void TearDown() override { apply_threads(ThreadRequest().openmp(openmp_).blas(blas_)); }
+
+ private:
+  int64_t openmp_ = 1;
+  int64_t blas_ = 0;
+};
+
+TEST_F(ConcurrentTraining, BitwiseTheSameAsOneMicroBatchAtATime) {
+  RunOptions run;
+  run.dropout = 0.0;
+  const RunResult one_at_a_time = train(run);
+  ASSERT_EQ(one_at_a_time.sink.windows.size(), 20u);
+  // 2 and 3 at a time (windows of 8 micro-batches: groups of 3, 3, 2), more than a window holds,
+  // and with prefetching.
+  for (const int64_t concurrent : {2, 3, 12}) {
+    run.concurrent_micro_batches = concurrent;
+    expect_identical(train(run), one_at_a_time, "concurrent " + std::to_string(concurrent));
+  }
+  run.concurrent_micro_batches = 2;
+  run.prefetch_depth = 8;
+  expect_identical(train(run), one_at_a_time, "concurrent 2, prefetch_depth 8");
+}
+
+TEST_F(ConcurrentTraining, SameAcrossAnOutOfMemoryRestartAndASkippedWindow) {
+  RunOptions run;
+  run.dropout = 0.0;
+  run.oom_forward_at = 19;    // a micro-batch of step 3 (whichever thread calls 19th)
+  run.inf_forward_at = {70};  // a micro-batch of step 6
+  const RunResult one_at_a_time = train(run);
+  ASSERT_EQ(one_at_a_time.sink.notices.size(), 2u);
+  EXPECT_EQ(one_at_a_time.sink.windows[2].micro_batches, 16);
+  EXPECT_TRUE(one_at_a_time.sink.windows[5].skipped);
+  for (const int64_t concurrent : {2, 3}) {
+    run.concurrent_micro_batches = concurrent;
+    expect_identical(train(run), one_at_a_time, "concurrent " + std::to_string(concurrent));
+  }
+}
+
+TEST_F(ConcurrentTraining, DropoutIsRefusedAfterItsFirstWindow) {
+  RunOptions run;  // dropout 0.2
+  run.concurrent_micro_batches = 2;
+  const std::string message = testing::input_error_of([&] { train(run); });
+  EXPECT_NE(message.find("drew random numbers (dropout?) while 2 micro-batches ran at once"),
+            std::string::npos)
+      << message;
+}
+
+/// y = x a + x b for a linear model with an extra parameter used twice, one unused and one
+/// frozen: covers gradients summed inside a graph, undefined ones and ones not differentiated.
+struct SmallModel {
+  torch::Tensor a = torch::randn({3, 2}, torch::kFloat64).requires_grad_();
+  torch::Tensor b = torch::randn({3, 2}, torch::kFloat64).requires_grad_();
+  torch::Tensor unused = torch::randn({4}, torch::kFloat64).requires_grad_();
+  torch::Tensor frozen = torch::randn({2}, torch::kFloat64);
+  std::vector<torch::Tensor> parameters() const { return {a, b, unused, frozen}; }
+  /// Summed loss of a (n, 3) batch: a scalar.
+  torch::Tensor loss_sum(const torch::Tensor& x) const {
+    const torch::Tensor y = torch::mm(x, a) + torch::mm(x, b) * b.sum() + frozen;  // (n, 2)
+    return (y * y).sum();
+  }
+};
+
+/// The gradients of `model` after one window of `inputs` as 3 micro-batches, each added with
+/// backward() or with gradients_of() + accumulate() in order.
+std::vector<torch::Tensor> window_gradients(const SmallModel& model,
+                                            const std::vector<torch::Tensor>& inputs, bool split) {
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
+  engine::GradientAccumulator accumulator(model.parameters(), optimizer, nullptr);
+  accumulator.begin_window(engine::Counts{9, 9});
+  for (const torch::Tensor& x : inputs) {
+    const engine::Counts counts{x.size(0), x.size(0)};
+    if (split)
+      accumulator.accumulate(accumulator.gradients_of(model.loss_sum(x), counts));
+    else
+      accumulator.backward(model.loss_sum(x), counts);
+  }
+  std::vector<torch::Tensor> gradients;
+  for (const torch::Tensor& parameter : model.parameters())
+    gradients.push_back(parameter.grad().defined() ? parameter.grad().clone() : torch::Tensor());
+  accumulator.abort_window();  // frees them for the next call
+  return gradients;
+}
+
+TEST(GradientAccumulator, GradientsOfThenAccumulateInOrderEqualBackwardBitwise) {
+  torch::manual_seed(3);
+  const SmallModel model;
+  const std::vector<torch::Tensor> inputs = {torch::randn({2, 3}, torch::kFloat64),
+                                             torch::randn({4, 3}, torch::kFloat64),
+                                             torch::randn({3, 3}, torch::kFloat64)};
+  const std::vector<torch::Tensor> backward = window_gradients(model, inputs, false);
+  const std::vector<torch::Tensor> split = window_gradients(model, inputs, true);
+  ASSERT_EQ(split.size(), 4u);
+  EXPECT_TRUE(torch::equal(split[0], backward[0]));
+  EXPECT_TRUE(torch::equal(split[1], backward[1]));
+  EXPECT_FALSE(backward[2].defined());  // unused
+  EXPECT_FALSE(split[2].defined());
+  EXPECT_FALSE(backward[3].defined());  // frozen
+  EXPECT_FALSE(split[3].defined());
+}
+
+TEST(GradientAccumulator, GradientsOfNeedsAnOpenWindow) {
+  const SmallModel model;
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
+  engine::GradientAccumulator accumulator(model.parameters(), optimizer, nullptr);
+  const torch::Tensor x = torch::randn({2, 3}, torch::kFloat64);
+  EXPECT_THROW(accumulator.gradients_of(model.loss_sum(x), engine::Counts{2, 2}), std::logic_error);
+}
+
+/// Delegates to another objective and records the threads its training forwards ran on.
+class ThreadRecorder : public engine::Objective {
+ public:
+  explicit ThreadRecorder(engine::Objective& inner) : inner_(inner) {}
+  engine::LossUnit unit() const override { return inner_.unit(); }
+  engine::Counts count(const data::Batch& batch) const override { return inner_.count(batch); }
+  torch::Tensor loss_sum(const data::Batch& batch) override {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      threads.insert(std::this_thread::get_id());
+    }
+    return inner_.loss_sum(batch);
+  }
+  std::set<std::thread::id> threads;
+
+ private:
+  engine::Objective& inner_;
+  std::mutex mutex_;
+};
+
+TEST_F(ConcurrentTraining, RunsThePassesOfAGroupOnDifferentThreads) {
+  const data::ContextDataset dataset(testing::random_bytes(200, 3),
+                                     data::ContextDatasetOptions(4).name("train"));
+  torch::manual_seed(5);
+  models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
+  engine::CrossEntropyObjective plain(engine::forward_of(model), engine::LossUnit::kSample);
+  ThreadRecorder objective(plain);
+  auto optimizer = engine::make_optimizer(*model, engine::OptimizerOptions().lr(1e-3));
+  engine::GradientAccumulator accumulator(model->parameters(), *optimizer, nullptr);
+  std::vector<data::Batch> batches;
+  std::vector<engine::Counts> counts;
+  engine::Counts window;
+  for (int64_t i = 0; i < 4; ++i) {
+    batches.push_back(dataset.get({4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3}));
+    counts.push_back(objective.count(batches.back()));
+    window += counts.back();
+  }
+  engine::ConcurrentMicroBatches passes(3);
+  EXPECT_EQ(passes.concurrency(), 3);
+  accumulator.begin_window(window);
+  passes.run(accumulator, objective, batches, counts);
+  EXPECT_EQ(objective.threads.size(), 3u);
+  EXPECT_EQ(objective.threads.count(std::this_thread::get_id()), 1u);
+  const engine::WindowResult result = accumulator.step();
+  EXPECT_EQ(result.micro_batches, 4);
+  EXPECT_FALSE(result.skipped);
+  EXPECT_GT(result.grad_norm, 0.0);
+}
+
+TEST(ConcurrentMicroBatches, ConcurrencyBelowOneIsAnInputError) {
+  const std::string message =
+      testing::input_error_of([] { engine::ConcurrentMicroBatches passes(0); });
+  EXPECT_NE(message.find("concurrent micro-batches = 0 must be >= 1"), std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace bigbatch

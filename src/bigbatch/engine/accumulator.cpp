@@ -86,7 +86,8 @@ torch::Tensor detached_loss_sum(const torch::Tensor& loss_sum) {
 }  // namespace
 
 torch::Tensor GradientAccumulator::loss_for_backward(const torch::Tensor& loss_sum) const {
-  BB_CHECK(window_open_, "backward() outside a window; call begin_window() first");
+  BB_CHECK(window_open_,
+           "backward() or gradients_of() outside a window; call begin_window() first");
   BB_CHECK(loss_sum.numel() == 1, "loss_sum must be a scalar, got shape ", loss_sum.sizes());
   BB_CHECK(scaler_ == nullptr || scaler_->scale() == window_scale_,
            "the loss scale changed inside a window (from ", window_scale_, " to ", scaler_->scale(),

@@ -60,13 +60,6 @@ struct JobResult {
   const Rank& first() const { return *ranks.front(); }
 };
 
-torch::Tensor flat_weights(torch::nn::Module& module) {
-  std::vector<torch::Tensor> flat;
-  for (const auto& p : module.parameters())
-    flat.push_back(p.detach().flatten().clone());
-  return torch::cat(flat);
-}
-
 std::unique_ptr<Rank> make_rank(const JobSpec& spec, int64_t rank) {
   auto r = std::make_unique<Rank>();
   torch::manual_seed(5);
@@ -124,7 +117,7 @@ void train_rank(const JobSpec& spec, Rank& r, const data::Dataset& dataset,
   r.summary = trainer.fit();
   if (communicator != nullptr)
     r.stats = communicator->stats();
-  r.weights = flat_weights(*r.module);
+  r.weights = testing::flat_parameters(*r.module);
 }
 
 JobResult run_job(const JobSpec& spec) {
@@ -183,9 +176,9 @@ TEST(DataParallelTraining, TwoAndFourRanksEqualOneProcessInFloat64) {
     for (const auto& rank : job->ranks)
       EXPECT_TRUE(torch::equal(rank->weights, job->first().weights));
   }
-  EXPECT_GT(
-      max_relative_difference(flat_weights(*make_rank(single, 0)->module), one.first().weights),
-      1e-3)
+  EXPECT_GT(max_relative_difference(testing::flat_parameters(*make_rank(single, 0)->module),
+                                    one.first().weights),
+            1e-3)
       << "training must move the weights";
 }
 

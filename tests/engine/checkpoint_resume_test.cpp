@@ -64,12 +64,7 @@ struct TrainingProcess {
     return engine::TrainerOptions().total_steps(kSteps).max_grad_norm(0.5).seed(9).checkpoint_every(
         4);
   }
-  torch::Tensor weights() const {
-    std::vector<torch::Tensor> flat;
-    for (const auto& p : model->parameters())
-      flat.push_back(p.detach().flatten().clone());
-    return torch::cat(flat);
-  }
+  torch::Tensor weights() const { return testing::flat_parameters(*model); }
 
   data::ContextDataset dataset;
   models::Mlp model;

@@ -70,12 +70,7 @@ struct MlpRun {
   }
 
   /// Every parameter, flattened and concatenated.
-  torch::Tensor weights() const {
-    std::vector<torch::Tensor> flat;
-    for (const torch::Tensor& p : model->parameters())
-      flat.push_back(p.detach().flatten().clone());
-    return torch::cat(flat);
-  }
+  torch::Tensor weights() const { return testing::flat_parameters(*model); }
 
   /// AdamW's state (exp_avg, exp_avg_sq, step per parameter) and every group's lr, copied.
   std::vector<torch::Tensor> optimizer_state() const {

@@ -138,10 +138,7 @@ inline RunResult train(const RunOptions& run) {
                                      .concurrent_micro_batches(run.concurrent_micro_batches));
   trainer.add_sink(&result.sink);
   result.summary = trainer.fit();
-  std::vector<torch::Tensor> flat;
-  for (const auto& p : model->parameters())
-    flat.push_back(p.detach().flatten().clone());
-  result.weights = torch::cat(flat);
+  result.weights = flat_parameters(*model);
   result.gathers = probe.calls();
   result.gather_threads = probe.threads();
   return result;

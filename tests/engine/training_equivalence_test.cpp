@@ -50,10 +50,7 @@ RunResult train(int64_t micro_batch,
                           engine::TrainerOptions().total_steps(20).max_grad_norm(0.5).seed(9));
   trainer.add_sink(&result.sink);
   result.summary = trainer.fit();
-  std::vector<torch::Tensor> flat;
-  for (const auto& p : model->parameters())
-    flat.push_back(p.detach().flatten().clone());
-  result.weights = torch::cat(flat);
+  result.weights = testing::flat_parameters(*model);
   return result;
 }
 

@@ -71,6 +71,14 @@ inline engine::TrainingSetup setup_of(torch::nn::Module& model, engine::Objectiv
   return setup;
 }
 
+/// Every parameter of `module`, flattened and concatenated: a copy.
+inline torch::Tensor flat_parameters(const torch::nn::Module& module) {
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& parameter : module.parameters())
+    flat.push_back(parameter.detach().flatten().clone());
+  return torch::cat(flat);
+}
+
 /// `n` random bytes from a fixed seed.
 inline std::vector<uint8_t> random_bytes(int64_t n, uint64_t seed) {
   torch::manual_seed(seed);

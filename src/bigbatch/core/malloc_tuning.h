@@ -1,9 +1,8 @@
 // glibc malloc settings for training. Tensors of a training step are allocated and freed in the
 // same sizes at every micro-batch; with glibc's defaults, blocks above the (dynamic) mmap
 // threshold are mapped and unmapped, and free memory at the top of the heap is returned to the
-// kernel, so the next micro-batch page-faults the same memory in again, zeroed (measured on the
-// ResNet of configs/resnet-fashion-mnist.toml: 320k page faults in 8 steps instead of 53k, and
-// 31% lower throughput; docs/BENCHMARKS.md).
+// kernel, so the next micro-batch page-faults the same memory in again, zeroed. Measured in
+// docs/BENCHMARKS.md, "What was fixed: page faults of freed tensor memory".
 #pragma once
 
 #include <cstddef>

@@ -40,7 +40,8 @@ struct ThreadSettings {
   std::string describe() const;
 };
 
-/// The automatic choice for `cores` cores, measured on a 2-core machine (docs/PRECISION.md):
+/// The automatic choice for `cores` cores, measured on a 2-core machine (docs/BENCHMARKS.md,
+/// "Threads"; docs/PRECISION.md):
 /// kBlas: OpenMP 1, OpenBLAS = cores (OpenBLAS does the work; OpenMP threads would compete);
 /// kOneDnn: OpenMP = cores, OpenBLAS 1 (oneDNN does the work on the OpenMP threads).
 /// Non-zero fields of `request` are kept as given.
@@ -55,8 +56,8 @@ ThreadSettings apply_threads(const ThreadRequest& request);
 /// setting (and every other thread's) as it is. For a helper thread next to the training thread:
 /// its first parallel operation would otherwise start a team of torch::get_num_threads() OpenMP
 /// threads of its own, and two teams spinning at their barriers on the same cores slow both down
-/// (the ResNet's training ran at 0.6x with prefetching until its worker called this). Without
-/// OpenMP in the process it changes nothing.
+/// (measured on the prefetcher: docs/BENCHMARKS.md, "What changed on 2026-12-01 (afternoon)",
+/// 4a). Without OpenMP in the process it changes nothing.
 void use_one_intra_op_thread_on_this_thread();
 
 /// OpenBLAS's current thread count; 0 when OpenBLAS is not loaded in this process.

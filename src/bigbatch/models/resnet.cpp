@@ -85,7 +85,7 @@ void ResNetImpl::reset_parameters() {
       // Drawn in (out, in, kh, kw) order, so the values do not depend on the layout, then kept
       // channels-last: with such weights oneDNN runs the convolutions, and everything after
       // them, on NHWC activations instead of reordering each one to its own layout and back
-      // (1.3-1.5x the training speed of NCHW weights on the 2-core CPU, docs/BENCHMARKS.md).
+      // (faster; measured in docs/BENCHMARKS.md, "What changed on 2026-12-01 (afternoon)", 4b).
       torch::Tensor weight = torch::empty(convolution->weight.sizes(),
                                           convolution->weight.options());  // (out, in, kh, kw)
       torch::nn::init::kaiming_normal_(weight, /*a=*/0.0, torch::kFanOut, torch::kReLU);

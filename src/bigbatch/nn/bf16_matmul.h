@@ -1,12 +1,13 @@
 // Matrix products that CPU autocast computes in bfloat16, on CPUs without bf16 instructions:
-// the same bf16 results from fp32 kernels, about 3x faster than oneDNN's emulation of bf16.
+// the same bf16 results from fp32 kernels, faster there than oneDNN's emulation of bf16.
 //
 // Under bf16 autocast a Linear rounds its input, weight and bias to bf16 and multiplies them with
 // fp32 accumulation, rounding the result to bf16 (and likewise every product of backward). A
 // bf16 value is exact in fp32 and so is the product of two, so an fp32 kernel fed the rounded
-// operands computes the same sums; only their order differs (a bf16 ulp in ~0.005% of results,
-// measured). On a CPU without avx512_bf16 or amx_bf16, oneDNN's bf16 kernels emulate the
-// arithmetic at a fifth of the fp32 rate; this module lets the models use the fp32 kernels there.
+// operands computes the same sums; only their order differs. On a CPU without avx512_bf16 or
+// amx_bf16, oneDNN's bf16 kernels emulate the arithmetic, slower than fp32; this module lets the
+// models use the fp32 kernels there. Measured in docs/BENCHMARKS.md, "What changed on 2026-12-01
+// (afternoon)", 3, and docs/PRECISION.md.
 #pragma once
 
 #include <torch/torch.h>

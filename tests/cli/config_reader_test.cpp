@@ -88,6 +88,22 @@ TEST(ConfigReader, OverridesParseTomlValuesOrBareStrings) {
             std::string::npos);
 }
 
+TEST(ConfigReader, ErrorsNameWhereTheValueCameFrom) {
+  ConfigReader c = ConfigReader::from_string("[train]\nsteps = \"many\"\n", "run.toml");
+  c.set_override("train.seed=\"one\"");
+  std::string message = error_of([&] { c.get_int("train.seed", 1, ""); });
+  EXPECT_EQ(message.rfind("--set: train.seed = ", 0), 0u) << message;
+  message = error_of([&] { c.get_int("train.steps", 1, ""); });
+  EXPECT_EQ(message.rfind("run.toml: train.steps = ", 0), 0u) << message;
+  EXPECT_EQ(c.source(), "run.toml with --set");
+  ConfigReader overrides_only;
+  EXPECT_EQ(overrides_only.source(), "defaults");
+  overrides_only.set_override("optim.name=adam");
+  EXPECT_EQ(overrides_only.source(), "--set");
+  message = error_of([&] { overrides_only.get_choice("optim.name", "adamw", {"adamw"}, ""); });
+  EXPECT_EQ(message.rfind("--set: optim.name = \"adam\" is not allowed", 0), 0u) << message;
+}
+
 TEST(ConfigReader, ResolvedTomlRoundTrips) {
   ConfigReader c = ConfigReader::from_string("[optim]\nlr = 0.25\n", "t.toml");
   c.get_double("optim.lr", 1e-3, "learning rate");

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "bigbatch/cli/model_export.h"
 #include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/io/safetensors.h"
+#include "bigbatch/models/model_export.h"
 #include "cli/cli_support.h"
-#include "cli/export_support.h"
+#include "support/export_support.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
@@ -43,11 +43,11 @@ TEST_F(ExportCommand, ExportsTheNewestCheckpointsWeightsBitwiseAndGenerateRunsOn
       << r.output;
   EXPECT_TRUE(fs::exists(path("gpt.json")));
 
-  const cli::ExportedModel exported = cli::load_exported(out);
-  cli::BuiltModel fresh = cli::build_model(exported.spec);
+  const models::ExportedModel exported = models::load_exported(out);
+  models::BuiltModel fresh = models::build_model(exported.spec);
   engine::load_model_weights(checkpoint, *fresh.module);
-  const auto a = cli::state_tensors(*exported.model.module);
-  const auto b = cli::state_tensors(*fresh.module);
+  const auto a = models::state_tensors(*exported.model.module);
+  const auto b = models::state_tensors(*fresh.module);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first);
@@ -68,7 +68,7 @@ TEST_F(ExportCommand, ATrainedResnetGivesTheSameLogitsInPythonAndPredictLabelsIm
   const std::string out = path("resnet.safetensors");
   ASSERT_EQ(run("export " + run_dir + " --out " + out).exit_code, 0);
 
-  const cli::ExportedModel exported = cli::load_exported(out);
+  const models::ExportedModel exported = models::load_exported(out);
   EXPECT_EQ(exported.spec.class_names.front(), "T-shirt/top");
   const Result predicted = run(
       "predict " + out + " --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "bigbatch/cli/model_export.h"
 #include "bigbatch/io/safetensors.h"
+#include "bigbatch/models/model_export.h"
 #include "cli/cli_support.h"
-#include "cli/export_support.h"
+#include "support/export_support.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
@@ -28,10 +28,10 @@ class ExportRoundTrip : public ::testing::Test {
 
   /// Exports a trained model of `spec`, writes its logits for fixed inputs and runs the Python
   /// check on them.
-  void check(const cli::ModelSpec& spec) {
-    const cli::BuiltModel model = testing::trained_model(spec, 11);
+  void check(const models::ModelSpec& spec) {
+    const models::BuiltModel model = testing::trained_model(spec, 11);
     const std::string out = (dir_.path() / "model.safetensors").string();
-    cli::export_model(*model.module, spec, out);
+    models::export_model(*model.module, spec, out);
     const torch::Tensor inputs = testing::sample_inputs(spec, 4, 23);
     torch::Tensor logits;
     {
@@ -50,29 +50,29 @@ class ExportRoundTrip : public ::testing::Test {
 };
 
 TEST_F(ExportRoundTrip, Gpt) {
-  check(testing::small_spec(cli::ModelKind::kGpt));
+  check(testing::small_spec(models::ModelKind::kGpt));
 }
 
 TEST_F(ExportRoundTrip, GptInFloat64) {
-  cli::ModelSpec spec = testing::small_spec(cli::ModelKind::kGpt);
+  models::ModelSpec spec = testing::small_spec(models::ModelKind::kGpt);
   spec.float64 = true;
   check(spec);
 }
 
 TEST_F(ExportRoundTrip, Mlp) {
-  check(testing::small_spec(cli::ModelKind::kMlp));
+  check(testing::small_spec(models::ModelKind::kMlp));
 }
 
 TEST_F(ExportRoundTrip, ResNetWithBatchNormRunningStatistics) {
-  check(testing::small_spec(cli::ModelKind::kResnet, nn::NormKind::kBatch));
+  check(testing::small_spec(models::ModelKind::kResnet, nn::NormKind::kBatch));
 }
 
 TEST_F(ExportRoundTrip, ResNetWithGroupNorm) {
-  check(testing::small_spec(cli::ModelKind::kResnet, nn::NormKind::kGroup));
+  check(testing::small_spec(models::ModelKind::kResnet, nn::NormKind::kGroup));
 }
 
 TEST_F(ExportRoundTrip, BertWithPadding) {
-  check(testing::small_spec(cli::ModelKind::kBert));
+  check(testing::small_spec(models::ModelKind::kBert));
 }
 
 }  // namespace

@@ -4,19 +4,20 @@
 
 #include <sstream>
 
-#include "bigbatch/cli/model_export.h"
 #include "bigbatch/cli/predict_command.h"
 #include "bigbatch/data/idx.h"
+#include "bigbatch/data/fortune_collections.h"
+#include "bigbatch/models/model_export.h"
 #include "bigbatch/models/sampling.h"
 #include "cli/cli_support.h"
-#include "cli/export_support.h"
+#include "support/export_support.h"
 #include "support/gzip.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
 namespace {
 
-using cli::ModelKind;
+using models::ModelKind;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -37,14 +38,14 @@ std::vector<std::string> fields_of(const std::string& line) {
 class InferenceCommands : public ::testing::Test {
  protected:
   /// The export of a trained model of `spec`, written once per test under `name`.
-  std::string exported(const cli::ModelSpec& spec, const std::string& name) {
+  std::string exported(const models::ModelSpec& spec, const std::string& name) {
     const std::string out = (dir_.path() / (name + ".safetensors")).string();
-    cli::export_model(*testing::trained_model(spec, 9).module, spec, out);
+    models::export_model(*testing::trained_model(spec, 9).module, spec, out);
     return out;
   }
   /// A resnet export with Fashion-MNIST-like class names (spaces and a slash).
   std::string resnet_export() {
-    cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+    models::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
     spec.class_names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Ankle boot"};
     return exported(spec, "resnet");
   }
@@ -58,7 +59,7 @@ TEST_F(InferenceCommands, GenerateContinuesThePromptAsGenerateTextDoes) {
   const Result result =
       run("generate " + model + " --prompt 'The fox' --max-new-bytes 24 --seed 5 --top-k 10");
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  cli::ExportedModel loaded = cli::load_exported(model);
+  models::ExportedModel loaded = models::load_exported(model);
   const std::string expected = models::generate_text(
       loaded.model.gpt, "The fox",
       models::SampleOptions().max_new_bytes(24).seed(5).top_k(10).temperature(0.8));
@@ -102,7 +103,7 @@ TEST_F(InferenceCommands, PredictClassifiesIdxImagesRawAndGzipped) {
   EXPECT_EQ(run("predict " + model + " --input " + gz + " --top 2").output, result.output);
 
   // The same as the library: the spec's normalisation, softmax, the two likeliest.
-  const cli::ExportedModel loaded = cli::load_exported(model);
+  const models::ExportedModel loaded = models::load_exported(model);
   const auto inputs = cli::classifier_inputs(loaded.spec, idx);
   torch::NoGradGuard no_grad;
   const torch::Tensor probs =

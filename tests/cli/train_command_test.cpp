@@ -102,7 +102,7 @@ TEST_F(TrainCommand, MissingEmptyAndTooShortCorporaAreInputErrors) {
   const fs::path tiny = dir_.write("tiny.txt", "just a few bytes of text, far too short");
   expect_input_error(
       run("train -s data.path=" + tiny.string() + " -s data.val_fraction=0 --run-dir " + out),
-      "fewer than batch.global_batch = 64", out);
+      "fewer than the global batch of 64", out);
 }
 
 TEST_F(TrainCommand, ConfigMistakesAreInputErrors) {

@@ -1,4 +1,4 @@
-// read_train_config's precision keys and the one place that decides loss scaling.
+// read_train_config: the precision keys, concurrency, and the one place that decides loss scaling.
 #include "bigbatch/cli/train_config.h"
 
 #include <gtest/gtest.h>
@@ -19,35 +19,35 @@ TrainConfig read(const std::vector<std::string>& overrides) {
 }
 
 TEST(TrainConfig, PrecisionDefaultsToFp32AndReadsBf16) {
-  EXPECT_EQ(read({}).precision, nn::Precision::kFp32);
-  EXPECT_EQ(read({"model.precision=bf16"}).precision, nn::Precision::kBf16);
-  EXPECT_EQ(read({"train.blas_threads=3"}).blas_threads, 3);
+  EXPECT_EQ(read({}).job.precision, nn::Precision::kFp32);
+  EXPECT_EQ(read({"model.precision=bf16"}).job.precision, nn::Precision::kBf16);
+  EXPECT_EQ(read({"train.blas_threads=3"}).job.threads.blas(), 3);
 }
 
 TEST(TrainConfig, AutoLossScalingFollowsFp16Only) {
   TrainConfig config = read({});
-  EXPECT_FALSE(loss_scaling_enabled(config));
-  config.precision = nn::Precision::kBf16;
-  EXPECT_FALSE(loss_scaling_enabled(config));
-  config.precision = nn::Precision::kFp16;  // only reachable in a CUDA build's config
-  EXPECT_TRUE(loss_scaling_enabled(config));
-  config.loss_scale = LossScaleMode::kOff;
-  EXPECT_FALSE(loss_scaling_enabled(config));
-  config.precision = nn::Precision::kFp32;
-  config.loss_scale = LossScaleMode::kDynamic;
-  EXPECT_TRUE(loss_scaling_enabled(config));
+  EXPECT_FALSE(job::loss_scaling_enabled(config.job));
+  config.job.precision = nn::Precision::kBf16;
+  EXPECT_FALSE(job::loss_scaling_enabled(config.job));
+  config.job.precision = nn::Precision::kFp16;  // only reachable in a CUDA build's config
+  EXPECT_TRUE(job::loss_scaling_enabled(config.job));
+  config.job.loss_scale = job::LossScaleMode::kOff;
+  EXPECT_FALSE(job::loss_scaling_enabled(config.job));
+  config.job.precision = nn::Precision::kFp32;
+  config.job.loss_scale = job::LossScaleMode::kDynamic;
+  EXPECT_TRUE(job::loss_scaling_enabled(config.job));
 }
 
 TEST(TrainConfig, ConcurrentMicroBatchesNeedAModelWithoutBatchNormOrDropout) {
-  EXPECT_EQ(read({}).concurrent_micro_batches, 1);
-  EXPECT_EQ(read({"train.concurrent_micro_batches=2"}).concurrent_micro_batches, 2);
+  EXPECT_EQ(read({}).job.trainer.concurrent_micro_batches(), 1);
+  EXPECT_EQ(read({"train.concurrent_micro_batches=2"}).job.trainer.concurrent_micro_batches(), 2);
   // The ResNet with GroupNorm in place of BatchNorm, the BERT without dropout.
   EXPECT_EQ(
       read({"train.concurrent_micro_batches=2", "model.kind=resnet", "model.norm_policy=group"})
-          .concurrent_micro_batches,
+          .job.trainer.concurrent_micro_batches(),
       2);
   EXPECT_EQ(read({"train.concurrent_micro_batches=2", "model.kind=bert", "bert.dropout=0"})
-                .concurrent_micro_batches,
+                .job.trainer.concurrent_micro_batches(),
             2);
   const auto error_of = [](const std::vector<std::string>& overrides) {
     return testing::input_error_of([&] { read(overrides); });

@@ -99,6 +99,21 @@ TEST(TextCorpus, SplitPutsEveryPeriodthBlockInValidation) {
   EXPECT_TRUE(tiny.val().empty());
 }
 
+TEST(TextCorpus, SmallCorpusGetsSmallerBlocksAndAValidationSplit) {
+  // One block of 100 would hold the whole alphabet; period 4 needs 4 blocks: 26 / 4 = 6 bytes.
+  const auto small =
+      TextCorpus::from_bytes(bytes_of("abcdefghijklmnopqrstuvwxyz"),
+                             TextCorpusOptions().val_fraction(0.25).split_block(100));
+  EXPECT_EQ(small.block_bytes(), 6);
+  // Blocks abcdef ghijkl mnopqr stuvwx yz: block 3 is validation.
+  EXPECT_EQ(text_of(small.val()), "stuvwx");
+  EXPECT_EQ(text_of(small.train()), "abcdefghijklmnopqryz");
+  // A corpus with enough blocks keeps split_block.
+  const auto large = TextCorpus::from_bytes(std::vector<uint8_t>(40'000, 'a'));
+  EXPECT_EQ(large.block_bytes(), 4096);
+  EXPECT_EQ(large.val().size(), 40000u - 9 * 4096);  // block 9 is the short last one
+}
+
 TEST(TextCorpus, DefaultOptions) {
   const TextCorpusOptions options;
   EXPECT_EQ(options.path(), "/usr/share/games/fortunes");

@@ -17,7 +17,8 @@ using testing::random_bytes;
 using testing::RecordingSink;
 
 struct RunResult {
-  torch::Tensor weights;  // all parameters, flattened
+  torch::Tensor initial_weights;  // all parameters before the first step, flattened
+  torch::Tensor weights;          // all parameters, flattened
   RecordingSink sink;
   testing::RecordingHooks hooks;
   engine::TrainSummary summary;
@@ -49,6 +50,7 @@ RunResult train(int64_t micro_batch,
   engine::Trainer trainer(setup,
                           engine::TrainerOptions().total_steps(20).max_grad_norm(0.5).seed(9));
   trainer.add_sink(&result.sink);
+  result.initial_weights = testing::flat_parameters(*model);
   result.summary = trainer.fit();
   result.weights = testing::flat_parameters(*model);
   return result;
@@ -76,7 +78,11 @@ TEST(TrainingEquivalence, SameWeightsAfter20StepsFor1x64And8x8And5x12Plus4) {
     EXPECT_NEAR(eights.sink.windows[i].loss, whole.sink.windows[i].loss, 1e-12);
     EXPECT_NEAR(twelves.sink.windows[i].loss, whole.sink.windows[i].loss, 1e-12);
   }
-  // And training did move the weights.
+  // Training moved the weights (equal runs of unchanged weights would prove nothing), and the
+  // same run again ends at the same weights.
+  const double moved = (whole.weights - whole.initial_weights).abs().max().item<double>();
+  EXPECT_GT(moved, 1e-3 * whole.initial_weights.abs().max().item<double>()) << moved;
+  EXPECT_TRUE(torch::equal(eights.initial_weights, whole.initial_weights));
   const RunResult again = train(64);
   EXPECT_TRUE(torch::equal(again.weights, whole.weights));
 }

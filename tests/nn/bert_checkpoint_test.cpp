@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "bigbatch/models/bert.h"
-#include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/recompute.h"
 #include "nn/graph_size.h"
 
 namespace bigbatch::nn {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "bigbatch/models/gpt.h"
-#include "bigbatch/nn/checkpoint.h"
 #include "bigbatch/nn/precision.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::nn {
 namespace {

@@ -1,4 +1,4 @@
-#include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/recompute.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "bigbatch/models/gpt.h"
-#include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/recompute.h"
 #include "nn/graph_size.h"
 #include "support/test_support.h"
 

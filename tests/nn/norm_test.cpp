@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "bigbatch/models/model_info.h"
-#include "bigbatch/nn/checkpoint.h"
 #include "bigbatch/nn/concurrent_forward.h"
+#include "bigbatch/nn/recompute.h"
 #include "support/test_support.h"
 
 namespace bigbatch::nn {

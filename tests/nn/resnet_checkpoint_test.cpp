@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "bigbatch/models/resnet.h"
-#include "bigbatch/nn/checkpoint.h"
 #include "bigbatch/nn/norm.h"
+#include "bigbatch/nn/recompute.h"
 #include "nn/graph_size.h"
 
 namespace bigbatch::nn {

@@ -6,13 +6,16 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "bigbatch/cli/run_dir.h"
-#include "bigbatch/cli/workload.h"
+#include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/grid.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/io/atomic_file.h"
+#include "bigbatch/job/builtin_workload.h"
+#include "bigbatch/job/micro_batch_trial.h"
+#include "bigbatch/job/run_directory.h"
+#include "bigbatch/job/training_parts.h"
 #include "bigbatch/memory/breakdown.h"
 #include "bigbatch/memory/tracker.h"
 #include "bigbatch/metrics/sink.h"
@@ -54,10 +57,18 @@ struct AutoCheck {
 
 struct BenchSetup {
   TrainConfig config;
-  const LoadedData& data;
+  const job::LoadedData& data;
   int64_t baseline_bytes = 0;  ///< tracker usage before any model is built
   int64_t steps = 0;           ///< timed steps per point
 };
+
+/// The configured model from the seed, its loss under the configured precision.
+job::Workload builtin_workload(const TrainConfig& config, const job::LoadedData& data) {
+  torch::manual_seed(config.job.trainer.seed());
+  job::Workload w = job::build_builtin_workload(config.model, data);
+  job::autocast_objective(w, config.job.precision);
+  return w;
+}
 
 double median(std::vector<double> values) {
   if (values.empty())
@@ -71,21 +82,20 @@ double median(std::vector<double> values) {
 Point measure(const BenchSetup& bench, const std::string& policy, int64_t micro_batch,
               int64_t timed_steps) {
   TrainConfig config = bench.config;
-  config.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
+  config.model.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
   Point point;
   point.policy = policy;
   point.micro_batch = micro_batch;
-  torch::manual_seed(config.seed);
-  Workload w = build_workload(config, bench.data);
+  job::Workload w = builtin_workload(config, bench.data);
   w.val.reset();  // no evaluation: only training steps are measured
   const engine::Plan plan = engine::resolve_plan(
-      engine::BatchOptions(config.batch).micro_batch(micro_batch).accum_steps(0));
+      engine::BatchOptions(config.job.batch).micro_batch(micro_batch).accum_steps(0));
   point.accum_steps = plan.accum_steps;
-  TrainingParts parts = make_training_parts(config, w, plan, timed_steps + 1);
+  job::TrainingParts parts = job::make_training_parts(config.job, w, plan, timed_steps + 1);
   // Synchronous gathering: batches prefetched for the next window would land in this window's
   // peak at a moment that depends on thread timing.
-  parts.options.eval_every(0).retry_on_oom(false).prefetch_depth(0);
-  engine::Trainer trainer(parts.setup(w, plan), parts.options);
+  parts.trainer.eval_every(0).retry_on_oom(false).prefetch_depth(0);
+  engine::Trainer trainer(job::training_setup(w, parts, plan), parts.trainer);
   RecordingSink records;
   trainer.add_sink(&records);
   try {
@@ -121,17 +131,22 @@ AutoCheck check_auto(const BenchSetup& bench, const std::string& policy, int64_t
   check.policy = policy;
   {
     TrainConfig config = bench.config;
-    config.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
-    torch::manual_seed(config.seed);
-    const Workload w = build_workload(config, bench.data);
+    config.model.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
+    const job::Workload w = builtin_workload(config, bench.data);
     try {
-      check.found = search_micro_batch(config, w, config.batch.global_batch());
+      check.found = job::search_micro_batch(
+          w, job::MicroBatchTrialOptions()
+                 .global_batch(config.job.batch.global_batch())
+                 .budget_bytes(config.job.memory_budget)
+                 .reserved_bytes(job::optimizer_state_bytes(config.job.optimizer, *w.module))
+                 .concurrent_micro_batches(config.job.trainer.concurrent_micro_batches()));
     } catch (const InputError& error) {
       check.error = error.what();
     }
   }
   if (check.error.empty()) {
-    check.auto_micro_batch = even_plan(bench.config.batch, check.found.micro_batch).micro_batch;
+    check.auto_micro_batch =
+        job::even_plan(bench.config.job.batch, check.found.micro_batch).micro_batch;
     check.auto_plan_trains = measure(bench, policy, check.auto_micro_batch, 1).fits;
   }
   for (int64_t size = first_to_try; size >= 1; --size) {
@@ -151,7 +166,7 @@ AutoCheck check_auto(const BenchSetup& bench, const std::string& policy, int64_t
 }
 
 std::string unit_name(const TrainConfig& config) {
-  return config.model == ModelKind::kGpt ? "tokens" : "samples";
+  return config.model.kind == models::ModelKind::kGpt ? "tokens" : "samples";
 }
 
 std::vector<int64_t> default_micro_batches(int64_t global_batch) {
@@ -164,7 +179,7 @@ std::vector<int64_t> default_micro_batches(int64_t global_batch) {
 
 /// Validates and completes the sweep settings; throws InputError for bad input.
 void complete_options(BenchMemoryOptions& options, const TrainConfig& config) {
-  const int64_t global = config.batch.global_batch();
+  const int64_t global = config.job.batch.global_batch();
   BB_CHECK_INPUT(options.steps >= 1, "--steps = ", options.steps, " must be at least 1");
   if (options.micro_batches.empty())
     options.micro_batches = default_micro_batches(global);
@@ -178,15 +193,16 @@ void complete_options(BenchMemoryOptions& options, const TrainConfig& config) {
       options.micro_batches.end());
   if (options.checkpointing.empty()) {
     options.checkpointing = {"none"};
-    if (config.model != ModelKind::kMlp)
+    if (config.model.kind != models::ModelKind::kMlp)
       options.checkpointing.push_back("blocks");
   }
   for (const std::string& policy : options.checkpointing) {
     const nn::CheckpointPolicy parsed = nn::parse_checkpoint_policy(policy, "--checkpointing");
-    BB_CHECK_INPUT(config.model != ModelKind::kMlp || parsed.mode == nn::CheckpointMode::kNone,
-                   "--checkpointing ", policy,
-                   " needs a block model (model.kind = \"gpt\"); the MLP has no blocks to "
-                   "checkpoint: use --checkpointing none");
+    BB_CHECK_INPUT(
+        config.model.kind != models::ModelKind::kMlp || parsed.mode == nn::CheckpointMode::kNone,
+        "--checkpointing ", policy,
+        " needs a block model (model.kind = \"gpt\"); the MLP has no blocks to "
+        "checkpoint: use --checkpointing none");
   }
 }
 
@@ -200,7 +216,7 @@ const Point* find_point(const std::vector<Point>& points, const std::string& pol
 }
 
 std::string render_table(const std::vector<Point>& points, const TrainConfig& config) {
-  const int64_t global = config.batch.global_batch();
+  const int64_t global = config.job.batch.global_batch();
   std::vector<std::vector<std::string>> rows;
   for (const Point& p : points) {
     std::vector<std::string> row = {p.policy, std::to_string(p.micro_batch),
@@ -297,8 +313,8 @@ std::string render_chart(const std::vector<Point>& points, const BenchMemoryOpti
     speed_panel.series.push_back(speed_series);
   }
   return metrics::render_svg({memory_panel, speed_panel},
-                             cat("bigbatch bench memory: ", to_string(config.model),
-                                 ", global batch ", config.batch.global_batch()));
+                             cat("bigbatch bench memory: ", models::to_string(config.model.kind),
+                                 ", global batch ", config.job.batch.global_batch()));
 }
 
 nlohmann::json to_json(const Point& p) {
@@ -338,22 +354,21 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   BenchMemoryOptions options = given;
   TrainConfig config = load_config(options.config);
   complete_options(options, config);
-  apply_thread_settings(config);
+  job::apply_thread_options(config.job);
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();
-  const LoadedData data = load_data(config);
+  const job::LoadedData data = job::load_builtin_data(config.model.kind, config.data);
   {
-    torch::manual_seed(config.seed);
-    const Workload w = build_workload(config, data);
-    BB_CHECK_INPUT(w.train->size() >= config.batch.global_batch(), "the training split holds ",
+    const job::Workload w = builtin_workload(config, data);
+    BB_CHECK_INPUT(w.train->size() >= config.job.batch.global_batch(), "the training split holds ",
                    w.train->size(),
-                   " samples, fewer than batch.global_batch = ", config.batch.global_batch(),
+                   " samples, fewer than batch.global_batch = ", config.job.batch.global_batch(),
                    "; use more data or a smaller global batch");
   }
-  const std::string out_dir = create_run_dir(options.out_dir, "bench-memory");
+  const std::string out_dir = job::create_run_dir(options.out_dir, "bench-memory");
   io::write_file_atomically(out_dir + "/config.toml", config.resolved_toml);
   BenchSetup bench{config, data, tracker.current_bytes(), options.steps};
-  tracker.set_budget(config.memory_budget);
+  tracker.set_budget(config.job.memory_budget);
 
   out << "measuring " << options.checkpointing.size() * options.micro_batches.size() << " points, "
       << options.steps << " timed steps each after one warm-up step\n"
@@ -376,25 +391,26 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
 
   std::vector<AutoCheck> checks;
   std::string auto_table;
-  if (config.memory_budget > 0) {
+  if (config.job.memory_budget > 0) {
     out << "\nchecking micro_batch = \"auto\" under the budget\n" << std::flush;
     for (const std::string& policy : options.checkpointing) {
       // Sizes at and above one that already ran out of memory in the sweep are not retried.
-      int64_t first_to_try = config.batch.global_batch();
+      int64_t first_to_try = config.job.batch.global_batch();
       for (const Point& p : points) {
         if (p.policy == policy && !p.fits)
           first_to_try = std::min(first_to_try, p.micro_batch - 1);
       }
       checks.push_back(check_auto(bench, policy, first_to_try, out));
     }
-    auto_table = render_auto_checks(checks, config.memory_budget, config.batch.global_batch());
+    auto_table =
+        render_auto_checks(checks, config.job.memory_budget, config.job.batch.global_batch());
     out << "\n" << auto_table;
   }
   tracker.set_budget(0);
 
-  nlohmann::json report = {{"model", to_string(config.model)},
-                           {"global_batch", config.batch.global_batch()},
-                           {"memory_budget", config.memory_budget},
+  nlohmann::json report = {{"model", models::to_string(config.model.kind)},
+                           {"global_batch", config.job.batch.global_batch()},
+                           {"memory_budget", config.job.memory_budget},
                            {"timed_steps", options.steps},
                            {"unit", unit_name(config)},
                            {"points", nlohmann::json::array()},

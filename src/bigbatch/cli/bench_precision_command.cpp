@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <map>
 
-#include "bigbatch/cli/workload.h"
+#include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/grid.h"
 #include "bigbatch/engine/gradient_error.h"
 #include "bigbatch/engine/window_sampler.h"
+#include "bigbatch/job/builtin_workload.h"
+#include "bigbatch/job/training_parts.h"
 
 namespace bigbatch::cli {
 namespace {
@@ -31,19 +33,19 @@ std::vector<int64_t> default_accum_steps(int64_t global_batch) {
 
 int run_bench_precision(const BenchPrecisionOptions& options, std::ostream& out) {
   TrainConfig config = load_config(options.config);
-  BB_CHECK_INPUT(!config.float64,
+  BB_CHECK_INPUT(!config.model.float64,
                  "bench precision compares float32 training with a float64 reference; leave "
                  "model.dtype = \"float32\"");
-  config.precision = nn::Precision::kFp32;  // the objective stays plain; the bench autocasts
-  const ThreadSettings threads = apply_thread_settings(config);
-  torch::manual_seed(config.seed);
-  const LoadedData data = load_data(config);
-  Workload w = build_workload(config, data);
-  const int64_t global_batch = config.batch.global_batch();
+  config.job.precision = nn::Precision::kFp32;  // the objective stays plain; the bench autocasts
+  const ThreadSettings threads = job::apply_thread_options(config.job);
+  torch::manual_seed(config.job.trainer.seed());
+  const job::LoadedData data = job::load_builtin_data(config.model.kind, config.data);
+  job::Workload w = job::build_builtin_workload(config.model, data);
+  const int64_t global_batch = config.job.batch.global_batch();
   BB_CHECK_INPUT(w.train->size() >= global_batch, "the training split holds ", w.train->size(),
                  " samples, fewer than batch.global_batch = ", global_batch);
   const engine::Window window =
-      engine::WindowSampler(w.train->size(), global_batch, config.seed).next();
+      engine::WindowSampler(w.train->size(), global_batch, config.job.trainer.seed()).next();
   const data::Batch batch = w.train->get(window.indices);
 
   const auto errors = engine::window_gradient_errors(
@@ -59,7 +61,7 @@ int run_bench_precision(const BenchPrecisionOptions& options, std::ostream& out)
                     scientific(by_precision.at(nn::Precision::kFp32)),
                     scientific(by_precision.at(nn::Precision::kBf16))});
   }
-  out << render_grid(cat("window gradient error vs float64 (", to_string(config.model),
+  out << render_grid(cat("window gradient error vs float64 (", models::to_string(config.model.kind),
                          ", global batch ", global_batch, ", threads: ", threads.describe(), ")"),
                      {"accum_steps", "micro_batch", "fp32", "bf16"}, rows)
       << "relative L2 error ||g - g_ref|| / ||g_ref|| of the window gradient; accumulation in "

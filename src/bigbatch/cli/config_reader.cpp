@@ -108,6 +108,7 @@ std::vector<std::string> split_key(const std::string& key) {
 struct ConfigReader::State {
   std::string source = "defaults";
   toml::table document;
+  std::set<std::string> overridden;  ///< keys that --set gave a value
   std::vector<Entry> entries;
   std::set<std::string> read_keys;
 
@@ -142,9 +143,14 @@ struct ConfigReader::State {
     return value;
   }
 
+  /// Where the value of `key` came from: "--set", the file, or "defaults".
+  std::string where(const std::string& key) const {
+    return overridden.count(key) != 0 ? "--set" : source;
+  }
+
   [[noreturn]] void type_error(const std::string& key, const toml::node& node,
                                const std::string& expected) const {
-    throw InputError(cat(source, ": ", key, " = ", node_text(node), " is ", type_name(node),
+    throw InputError(cat(where(key), ": ", key, " = ", node_text(node), " is ", type_name(node),
                          "; expected ", expected));
   }
 };
@@ -208,6 +214,7 @@ void ConfigReader::set_override(const std::string& assignment) {
   BB_CHECK_INPUT(!parts.empty() && !parts.back().empty(), "override key \"", key,
                  "\" has an empty part");
   table->insert_or_assign(parts.back(), *parsed.get("value"));
+  state_->overridden.insert(key);
 }
 
 int64_t ConfigReader::get_int(const std::string& key, int64_t fallback, const std::string& help) {
@@ -247,7 +254,7 @@ std::string ConfigReader::get_choice(const std::string& key, const std::string& 
     options += (options.empty() ? "\"" : ", \"") + choice + "\"";
   }
   const std::string value = get_string(key, fallback, help + " (one of " + options + ")");
-  BB_CHECK_INPUT(std::find(choices.begin(), choices.end(), value) != choices.end(), state_->source,
+  BB_CHECK_INPUT(std::find(choices.begin(), choices.end(), value) != choices.end(), where(key),
                  ": ", key, " = \"", value, "\" is not allowed; expected one of ", options);
   return value;
 }
@@ -295,7 +302,7 @@ void ConfigReader::check_all_used() const {
     if (!best.empty())
       problems << " (did you mean \"" << best << "\"?)";
   }
-  BB_CHECK_INPUT(unknown == 0, state_->source, ": ", unknown == 1 ? "a key is" : "keys are",
+  BB_CHECK_INPUT(unknown == 0, source(), ": ", unknown == 1 ? "a key is" : "keys are",
                  " not understood:", problems.str(),
                  "\n  run `bigbatch config` to list every key with its default");
 }
@@ -330,8 +337,14 @@ std::vector<std::pair<std::string, std::string>> ConfigReader::resolved_values()
   return values;
 }
 
-const std::string& ConfigReader::source() const {
-  return state_->source;
+std::string ConfigReader::source() const {
+  if (state_->overridden.empty())
+    return state_->source;
+  return state_->source == "defaults" ? "--set" : state_->source + " with --set";
+}
+
+std::string ConfigReader::where(const std::string& key) const {
+  return state_->where(key);
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {

@@ -63,8 +63,11 @@ class ConfigReader {
   /// Every key read and its value in effect as TOML text ("batch.global_batch" -> "64"), in the
   /// order read.
   std::vector<std::pair<std::string, std::string>> resolved_values() const;
-  /// Where the document came from (a path, "defaults", ...).
-  const std::string& source() const;
+  /// Where the document came from, for messages about several keys: the file's path or
+  /// "defaults", "--set" when only --set gave values, "<path> with --set" for both.
+  std::string source() const;
+  /// Where the value of `key` came from, for messages about it: "--set", the path or "defaults".
+  std::string where(const std::string& key) const;
 
  private:
   struct State;

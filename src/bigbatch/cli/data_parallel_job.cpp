@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include "bigbatch/cli/workload.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/dist/launcher.h"
 #include "bigbatch/engine/plan.h"
@@ -11,28 +10,6 @@
 namespace bigbatch::cli {
 
 namespace fs = std::filesystem;
-
-std::unique_ptr<dist::Communicator> join_job(const std::optional<dist::WorkerEnvironment>& worker,
-                                             const TrainConfig& config) {
-  if (!worker || worker->world_size == 1)
-    return nullptr;
-  return dist::connect(
-      dist::ProcessGroupOptions()
-          .worker(*worker)
-          .timeout_seconds(config.dist_timeout)
-          .backend(dist::parse_backend(config.dist_backend, false, "dist.backend")));
-}
-
-int64_t agree_on_micro_batch(dist::Communicator* communicator, int64_t micro_batch) {
-  if (communicator == nullptr)
-    return micro_batch;
-  const std::vector<torch::Tensor> found = communicator->all_gather(
-      torch::tensor({micro_batch}, torch::kInt64), "all-gather of the micro-batch searches");
-  int64_t smallest = micro_batch;
-  for (const torch::Tensor& size : found)
-    smallest = std::min(smallest, size.item<int64_t>());
-  return smallest;
-}
 
 int launch_train(const TrainCommandOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(!dist::read_worker_environment().has_value(), "--nproc ", options.nproc,
@@ -46,9 +23,9 @@ int launch_train(const TrainCommandOptions& options, std::ostream& out) {
                    " is not a bigbatch run directory: it has no config.toml");
   }
   const TrainConfig config = load_config(checked);
-  engine::BatchOptions batch = config.batch;
+  engine::BatchOptions batch = config.job.batch;
   batch.world_size(options.nproc);
-  if (config.auto_micro_batch)
+  if (config.job.auto_micro_batch)
     batch.micro_batch(0);
   engine::resolve_plan(batch);  // an impossible split is reported once, before any rank starts
   std::vector<std::string> command = {fs::read_symlink("/proc/self/exe").string(), "train"};
@@ -65,12 +42,12 @@ int launch_train(const TrainCommandOptions& options, std::ostream& out) {
   if (options.plan_only)
     command.push_back("--plan");
   out << "launching " << options.nproc << " ranks on this machine (dist.timeout "
-      << config.dist_timeout << " s)\n"
+      << config.job.dist_timeout << " s)\n"
       << std::flush;
   return dist::launch_local_workers(dist::LaunchOptions()
                                         .nproc(options.nproc)
                                         .command(command)
-                                        .grace_seconds(config.dist_timeout + 30.0),
+                                        .grace_seconds(config.job.dist_timeout + 30.0),
                                     std::cerr);
 }
 

@@ -3,12 +3,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "bigbatch/cli/model_export.h"
-#include "bigbatch/cli/model_spec.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/io/checkpoint_file.h"
+#include "bigbatch/models/model_export.h"
 #include "bigbatch/models/model_info.h"
+#include "bigbatch/models/model_spec.h"
 
 namespace bigbatch::cli {
 
@@ -33,14 +33,14 @@ int run_export(const ExportCommandOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(run.contains("model"), checkpoint.path,
                  " holds no model spec (it was written by an older bigbatch); train the run "
                  "again to export it");
-  const ModelSpec spec = spec_from_json(run.at("model"), checkpoint.path);
-  const BuiltModel built = build_model(spec);
+  const models::ModelSpec spec = models::spec_from_json(run.at("model"), checkpoint.path);
+  const models::BuiltModel built = models::build_model(spec);
   engine::load_model_weights(checkpoint.path, *built.module);
-  export_model(*built.module, spec, options.out);
-  out << "exported " << to_string(spec.kind) << " (" << models::parameter_count(*built.module)
-      << " parameters) from " << checkpoint.path << " (optimizer step "
-      << checkpoint.state.summary.steps << ")\n  weights: " << options.out
-      << "\n  spec:    " << spec_path_for(options.out) << "\n";
+  models::export_model(*built.module, spec, options.out);
+  out << "exported " << models::to_string(spec.kind) << " ("
+      << models::parameter_count(*built.module) << " parameters) from " << checkpoint.path
+      << " (optimizer step " << checkpoint.state.summary.steps << ")\n  weights: " << options.out
+      << "\n  spec:    " << models::spec_path_for(options.out) << "\n";
   return 0;
 }
 

@@ -1,7 +1,7 @@
 #include "bigbatch/cli/generate_command.h"
 
-#include "bigbatch/cli/model_export.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/models/model_export.h"
 
 namespace bigbatch::cli {
 
@@ -9,9 +9,9 @@ int run_generate(const GenerateOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.max_new_bytes >= 0, "--max-new-bytes must be >= 0, got ",
                  options.max_new_bytes);
   BB_CHECK_INPUT(options.temperature > 0.0, "--temperature must be > 0, got ", options.temperature);
-  ExportedModel exported = load_exported(options.model_path);
-  BB_CHECK_INPUT(exported.spec.kind == ModelKind::kGpt, "bigbatch generate needs a gpt; ",
-                 options.model_path, " holds a ", to_string(exported.spec.kind),
+  models::ExportedModel exported = models::load_exported(options.model_path);
+  BB_CHECK_INPUT(exported.spec.kind == models::ModelKind::kGpt, "bigbatch generate needs a gpt; ",
+                 options.model_path, " holds a ", models::to_string(exported.spec.kind),
                  exported.spec.classes() > 0 ? " classifier (use bigbatch predict)" : " model");
   const std::string text = models::generate_text(exported.model.gpt, options.prompt,
                                                  models::SampleOptions()

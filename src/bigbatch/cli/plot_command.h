@@ -15,14 +15,6 @@ struct PlotOptions {
   std::string out_dir;
 };
 
-/// Reads the metrics.jsonl of every run, renders the charts of metrics::render_run_charts (several
-/// runs overlaid, each labelled with its directory's name) and writes them into `out_dir`,
-/// created if missing. Returns the paths written. Every run is read before anything is written;
-/// a missing directory, a directory without metrics.jsonl and a metrics file without a window or
-/// evaluation are InputErrors naming the path.
-std::vector<std::string> write_run_charts(const std::vector<std::string>& run_dirs,
-                                          const std::string& out_dir);
-
 /// Runs `bigbatch plot` and prints the files written. Throws InputError for bad input.
 int run_plot(const PlotOptions& options, std::ostream& out);
 

@@ -6,12 +6,12 @@
 #include <stdexcept>
 #include <vector>
 
-#include "bigbatch/cli/model_export.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/data/fortune_collections.h"
 #include "bigbatch/data/idx.h"
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/io/read_file.h"
+#include "bigbatch/models/model_export.h"
 
 namespace bigbatch::cli {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 /// Inputs classified per forward pass: bounds the memory of a large input file.
 constexpr int64_t kChunk = 256;
 
-std::unique_ptr<data::Dataset> image_inputs(const ImageInputSpec& image, int64_t classes,
+std::unique_ptr<data::Dataset> image_inputs(const models::ImageInputSpec& image, int64_t classes,
                                             const std::string& path) {
   data::IdxArray array = data::read_idx(path);
   const std::vector<int64_t>& dims = array.dims;
@@ -36,7 +36,7 @@ std::unique_ptr<data::Dataset> image_inputs(const ImageInputSpec& image, int64_t
       data::ImageDatasetOptions().mean(image.mean).std(image.std).num_classes(classes).name(path));
 }
 
-std::unique_ptr<data::Dataset> text_inputs(const ModelSpec& spec, const std::string& path) {
+std::unique_ptr<data::Dataset> text_inputs(const models::ModelSpec& spec, const std::string& path) {
   std::string text;
   try {
     text = io::read_file(path);
@@ -60,18 +60,19 @@ std::string probability_text(double p) {
 
 }  // namespace
 
-std::unique_ptr<data::Dataset> classifier_inputs(const ModelSpec& spec, const std::string& path) {
+std::unique_ptr<data::Dataset> classifier_inputs(const models::ModelSpec& spec,
+                                                 const std::string& path) {
   BB_CHECK(spec.classes() > 0, "classifier_inputs needs a classifier's spec");
-  if (spec.kind == ModelKind::kResnet)
+  if (spec.kind == models::ModelKind::kResnet)
     return image_inputs(spec.image, spec.classes(), path);
   return text_inputs(spec, path);
 }
 
 int run_predict(const PredictOptions& options, std::ostream& out) {
-  ExportedModel exported = load_exported(options.model_path);
-  const ModelSpec& spec = exported.spec;
+  models::ExportedModel exported = models::load_exported(options.model_path);
+  const models::ModelSpec& spec = exported.spec;
   BB_CHECK_INPUT(spec.classes() > 0, "bigbatch predict needs a classifier (resnet or bert); ",
-                 options.model_path, " holds a ", to_string(spec.kind),
+                 options.model_path, " holds a ", models::to_string(spec.kind),
                  " language model (use bigbatch generate)");
   BB_CHECK_INPUT(options.top >= 1 && options.top <= spec.classes(), "--top must be in [1, ",
                  spec.classes(), "] (the model's classes), got ", options.top);

@@ -6,8 +6,8 @@
 #include <ostream>
 #include <string>
 
-#include "bigbatch/cli/model_spec.h"
 #include "bigbatch/data/dataset.h"
+#include "bigbatch/models/model_spec.h"
 
 namespace bigbatch::cli {
 
@@ -25,7 +25,8 @@ struct PredictOptions {
 /// data::split_fortunes; a file without such lines is one input), each cut to the context and
 /// padded with pad_id (data::FortuneDataset). The targets are zeros. Throws InputError naming the
 /// file and the cause.
-std::unique_ptr<data::Dataset> classifier_inputs(const ModelSpec& spec, const std::string& path);
+std::unique_ptr<data::Dataset> classifier_inputs(const models::ModelSpec& spec,
+                                                 const std::string& path);
 
 /// Loads the export and prints one line per input, in input order: its index, then the `top`
 /// likeliest classes, each as its name and its probability (softmax of the logits), separated by

@@ -8,13 +8,12 @@
 #include <sstream>
 
 #include "bigbatch/cli/experiments.h"
-#include "bigbatch/cli/run_dir.h"
 #include "bigbatch/cli/train_command.h"
-#include "bigbatch/cli/workload.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/io/atomic_file.h"
 #include "bigbatch/io/read_file.h"
+#include "bigbatch/job/run_directory.h"
 #include "bigbatch/metrics/jsonl_reader.h"
 #include "bigbatch/metrics/run_charts.h"
 #include "bigbatch/metrics/svg_chart.h"
@@ -184,7 +183,7 @@ int run_reproduce(const ReproduceOptions& options, std::ostream& out) {
           cat("run \"", run.label, "\" of experiment ", experiment.name, ": ", error.what()));
     }
   }
-  const std::string out_dir = create_run_dir(options.out_dir, "reproduce-" + experiment.name);
+  const std::string out_dir = job::create_run_dir(options.out_dir, "reproduce-" + experiment.name);
   out << "bigbatch reproduce " << experiment.name << ": " << experiment.question << "\n"
       << (experiment.note.empty() ? "" : "scope: " + experiment.note + "\n") << "writing to "
       << out_dir << "\n";

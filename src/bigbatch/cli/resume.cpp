@@ -4,6 +4,7 @@
 #include <map>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/job/run_directory.h"
 
 namespace bigbatch::cli {
 
@@ -76,14 +77,59 @@ std::vector<std::string> check_resume_changes(
   return notices;
 }
 
-bool truncate_metrics(const std::string& path, int64_t bytes) {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string value_of(const std::vector<std::pair<std::string, std::string>>& values,
+                     const std::string& key) {
+  for (const auto& [name, value] : values) {
+    if (name == key)
+      return value;
+  }
+  return "";
+}
+
+}  // namespace
+
+RunStart decide_start(const TrainCommandOptions& options, bool leader, std::ostream& out) {
+  RunStart start;
+  if (!options.resume_dir.empty()) {
+    BB_CHECK_INPUT(options.config_path.empty(), "--resume continues with the run's own config (",
+                   options.resume_dir, "/config.toml); change keys with --set, not --config");
+    BB_CHECK_INPUT(!options.auto_resume, "--resume and --auto-resume exclude each other");
+    start.resume_dir = options.resume_dir;
+  } else {
+    start.config = load_config(options);
+    if (options.auto_resume) {
+      BB_CHECK_INPUT(!start.config.job.run.directory.empty(),
+                     "--auto-resume needs a fixed run directory: pass --run-dir DIR or set "
+                     "train.run_dir");
+      if (job::has_checkpoints(start.config.job.run.directory))
+        start.resume_dir = start.config.job.run.directory;
+      else if (leader)
+        job::clear_unstarted_run(start.config.job.run.directory, out);
+    }
+  }
+  if (start.resume_dir.empty())
+    return start;
+  TrainCommandOptions saved_options;
+  saved_options.config_path = start.resume_dir + "/config.toml";
   std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  if (error || static_cast<int64_t>(size) < bytes)
-    return false;
-  std::filesystem::resize_file(path, static_cast<uintmax_t>(bytes), error);
-  BB_CHECK_INPUT(!error, "cannot cut ", path, " back to ", bytes, " bytes: ", error.message());
-  return true;
+  BB_CHECK_INPUT(fs::exists(saved_options.config_path, error), start.resume_dir,
+                 " is not a bigbatch run directory: it has no config.toml");
+  const TrainConfig saved = load_config(saved_options);
+  if (!options.resume_dir.empty()) {
+    TrainCommandOptions resumed = saved_options;
+    resumed.overrides = options.overrides;
+    start.config = load_config(resumed);
+  }
+  start.notices = check_resume_changes(saved.resolved_values, start.config.resolved_values,
+                                       options.allow_changes);
+  start.micro_batch_changed = value_of(saved.resolved_values, "batch.micro_batch") !=
+                              value_of(start.config.resolved_values, "batch.micro_batch");
+  start.config.job.run.directory = start.resume_dir;
+  return start;
 }
 
 }  // namespace bigbatch::cli

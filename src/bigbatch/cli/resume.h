@@ -1,9 +1,13 @@
-// Resuming a run: which config changes a resumed run may make, and its directory's files.
+// Resuming a run: which config changes a resumed run may make.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "bigbatch/cli/train_command.h"
+#include "bigbatch/cli/train_config.h"
 
 namespace bigbatch::cli {
 
@@ -25,9 +29,18 @@ std::vector<std::string> check_resume_changes(
     const std::vector<std::pair<std::string, std::string>>& saved,
     const std::vector<std::pair<std::string, std::string>>& resumed, bool allow_changes);
 
-/// Cuts the metrics file at `path` back to its first `bytes` bytes (what the checkpoint had
-/// seen), so the windows after the checkpoint, which the resumed run trains again, are not
-/// listed twice. Returns false, changing nothing, when the file is shorter than that.
-bool truncate_metrics(const std::string& path, int64_t bytes);
+/// The config a run trains with and, when it continues an earlier run, where that run is.
+struct RunStart {
+  TrainConfig config;
+  std::string resume_dir;            ///< non-empty: continue the run in this directory
+  std::vector<std::string> notices;  ///< config changes accepted for the resumption
+  bool micro_batch_changed = false;  ///< batch.micro_batch differs from the saved run's
+};
+
+/// Decides from the command line whether the run is new or resumed (--resume, or --auto-resume
+/// on a run directory with checkpoints) and with which config: a resumed run's own config.toml
+/// plus the overrides, its changes checked. `leader` (rank 0, or a single process) may clear an
+/// --auto-resume directory that stopped before its first checkpoint.
+RunStart decide_start(const TrainCommandOptions& options, bool leader, std::ostream& out);
 
 }  // namespace bigbatch::cli

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "bigbatch/cli/train_config.h"
+
 namespace bigbatch::cli {
 
 /// What the command line gave `bigbatch train`.
@@ -25,14 +27,18 @@ struct TrainCommandOptions {
   int64_t nproc = 1;
 };
 
-/// Runs training. Everything the user supplied is validated before the run directory is created,
-/// so a bad input leaves nothing behind; the run directory counts as finished only once
-/// summary.json is in it. Checkpoints go to <run_dir>/checkpoints (checkpoint.every, .keep).
-/// SIGINT or SIGTERM stop the run at the next window boundary after a checkpoint, and the exit
-/// code is 128 + the signal; a second signal kills at once. With WORLD_SIZE > 1 in the environment
-/// (torchrun's variables) this process is one rank of a data-parallel job: rank 0 prints and
-/// writes the run directory, the others only train. With nproc > 1 it launches the ranks. Throws
-/// InputError for bad input; returns the exit code otherwise.
+/// Reads the config file (or the built-in defaults) and applies the overrides, in order.
+TrainConfig load_config(const TrainCommandOptions& options);
+
+/// Runs training (job::TrainingJob on the configured built-in model). Everything the user supplied
+/// is validated before the run directory is created, so a bad input leaves nothing behind; the run
+/// directory counts as finished only once summary.json is in it. Checkpoints go to
+/// <run_dir>/checkpoints (checkpoint.every, .keep). SIGINT or SIGTERM stop the run at the next
+/// window boundary after a checkpoint, and the exit code is 128 + the signal; a second signal kills
+/// at once. With WORLD_SIZE > 1 in the environment (torchrun's variables) this process is one rank
+/// of a data-parallel job: rank 0 prints and writes the run directory, the others only train. With
+/// nproc > 1 it launches the ranks. Throws InputError for bad input; returns the exit code
+/// otherwise.
 int run_train(const TrainCommandOptions& options, std::ostream& out);
 
 /// Prints the configuration in effect (every key, its value and meaning) as TOML.

@@ -1,32 +1,18 @@
 #include "bigbatch/cli/train_config.h"
 
-#include "bigbatch/dist/process_group.h"
+#include <algorithm>
+#include <cmath>
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/data/image_dataset.h"
+#include "bigbatch/dist/process_group.h"
 #include "bigbatch/engine/trainer.h"
 
 namespace bigbatch::cli {
 
-std::string to_string(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kGpt:
-      return "gpt";
-    case ModelKind::kMlp:
-      return "mlp";
-    case ModelKind::kResnet:
-      return "resnet";
-    case ModelKind::kBert:
-      return "bert";
-  }
-  return "?";
-}
-
-bool loss_scaling_enabled(const TrainConfig& config) {
-  return config.loss_scale == LossScaleMode::kDynamic ||
-         (config.loss_scale == LossScaleMode::kAuto && config.precision == nn::Precision::kFp16);
-}
+using job::LossScaleMode;
+using models::ModelKind;
 
 namespace {
 
@@ -51,29 +37,32 @@ void validated(const ConfigReader& c, const Options& options) {
 /// train.concurrent_micro_batches against the model: concurrent training forwards must neither
 /// write BatchNorm statistics nor draw dropout masks.
 void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
-  const int64_t concurrent = t.concurrent_micro_batches;
-  BB_CHECK_INPUT(concurrent >= 1, c.source(), ": train.concurrent_micro_batches = ", concurrent,
+  const int64_t concurrent = t.job.trainer.concurrent_micro_batches();
+  BB_CHECK_INPUT(concurrent >= 1, c.where("train.concurrent_micro_batches"),
+                 ": train.concurrent_micro_batches = ", concurrent,
                  " must be >= 1 (1: one micro-batch at a time)");
   if (concurrent == 1)
     return;
-  const bool batch_norm = t.model == ModelKind::kResnet &&
-                          t.resnet.norm() == nn::NormKind::kBatch &&
-                          t.norm_policy != engine::NormPolicy::kGroup;
-  BB_CHECK_INPUT(!batch_norm, c.source(), ": train.concurrent_micro_batches = ", concurrent,
+  const bool batch_norm = t.model.kind == ModelKind::kResnet &&
+                          t.model.resnet.norm() == nn::NormKind::kBatch &&
+                          t.model.norm_policy != engine::NormPolicy::kGroup;
+  BB_CHECK_INPUT(!batch_norm, c.where("train.concurrent_micro_batches"),
+                 ": train.concurrent_micro_batches = ", concurrent,
                  " needs a model without BatchNorm, whose running statistics every training "
                  "forward writes; the ResNet has resnet.norm = \"batch\" (set "
                  "model.norm_policy = \"group\" or resnet.norm = \"group\", or run one "
                  "micro-batch at a time)");
-  const double dropout = t.model == ModelKind::kGpt    ? t.gpt.dropout()
-                         : t.model == ModelKind::kMlp  ? t.mlp.dropout()
-                         : t.model == ModelKind::kBert ? t.bert.dropout()
-                                                       : 0.0;
-  const std::string section = t.model == ModelKind::kGpt    ? "gpt"
-                              : t.model == ModelKind::kMlp  ? "mlp"
-                              : t.model == ModelKind::kBert ? "bert"
-                                                            : "resnet";
-  BB_CHECK_INPUT(dropout == 0.0, c.source(), ": train.concurrent_micro_batches = ", concurrent,
-                 " needs ", section, ".dropout = 0, got ", dropout,
+  const double dropout = t.model.kind == ModelKind::kGpt    ? t.model.gpt.dropout()
+                         : t.model.kind == ModelKind::kMlp  ? t.model.mlp.dropout()
+                         : t.model.kind == ModelKind::kBert ? t.model.bert.dropout()
+                                                            : 0.0;
+  const std::string section = t.model.kind == ModelKind::kGpt    ? "gpt"
+                              : t.model.kind == ModelKind::kMlp  ? "mlp"
+                              : t.model.kind == ModelKind::kBert ? "bert"
+                                                                 : "resnet";
+  BB_CHECK_INPUT(dropout == 0.0, c.where("train.concurrent_micro_batches"),
+                 ": train.concurrent_micro_batches = ", concurrent, " needs ", section,
+                 ".dropout = 0, got ", dropout,
                  ": concurrent micro-batches would draw their dropout masks in an order that "
                  "depends on the threads' timing");
 }
@@ -82,14 +71,14 @@ void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
 void read_block_models(ConfigReader& c, TrainConfig& t) {
   const nn::CheckpointPolicy gpt = read_checkpointing(c, "gpt");
   const nn::CheckpointPolicy resnet = read_checkpointing(c, "resnet");
-  t.resnet.depth(c.get_int("resnet.depth", 8, "layers: 6n+2 (8, 14, 20, 32, 44, 56)"))
+  t.model.resnet.depth(c.get_int("resnet.depth", 8, "layers: 6n+2 (8, 14, 20, 32, 44, 56)"))
       .width(c.get_int("resnet.width", 16, "channels of the first stage (x2, x4 in the next)"))
       .norm(nn::parse_norm_kind(
           c.get_choice("resnet.norm", "batch", {"batch", "group", "layer", "instance"},
                        "normalisation after every convolution"),
           "resnet.norm"));
   const nn::CheckpointPolicy bert = read_checkpointing(c, "bert");
-  t.bert
+  t.model.bert
       .context(c.get_int("bert.context", 256,
                          "bytes of a fortune the model reads (longer "
                          "ones are cut)"))
@@ -97,14 +86,14 @@ void read_block_models(ConfigReader& c, TrainConfig& t) {
       .heads(c.get_int("bert.heads", 4, "attention heads per block"))
       .embed(c.get_int("bert.embed", 128, "width of the residual stream"))
       .dropout(c.get_double("bert.dropout", 0.1, "dropout probability"));
-  t.checkpointing = t.model == ModelKind::kGpt      ? gpt
-                    : t.model == ModelKind::kResnet ? resnet
-                    : t.model == ModelKind::kBert   ? bert
-                                                    : nn::CheckpointPolicy();
-  if (t.model == ModelKind::kResnet)
-    validated(c, t.resnet);
-  if (t.model == ModelKind::kBert)
-    validated(c, t.bert);
+  t.model.checkpointing = t.model.kind == ModelKind::kGpt      ? gpt
+                          : t.model.kind == ModelKind::kResnet ? resnet
+                          : t.model.kind == ModelKind::kBert   ? bert
+                                                               : nn::CheckpointPolicy();
+  if (t.model.kind == ModelKind::kResnet)
+    validated(c, t.model.resnet);
+  if (t.model.kind == ModelKind::kBert)
+    validated(c, t.model.bert);
 }
 
 void read_models(ConfigReader& c, TrainConfig& t) {
@@ -113,27 +102,24 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    "which built-in model: gpt and mlp learn the next byte of data.path, resnet "
                    "classifies the images of data.train_images, bert the fortune collections of "
                    "data.path");
-  t.model = kind == "gpt"      ? ModelKind::kGpt
-            : kind == "mlp"    ? ModelKind::kMlp
-            : kind == "resnet" ? ModelKind::kResnet
-                               : ModelKind::kBert;
-  t.norm_policy = engine::parse_norm_policy(
+  t.model.kind = models::parse_model_kind(kind, "model.kind");
+  t.model.norm_policy = engine::parse_norm_policy(
       c.get_choice("model.norm_policy", "keep", {"keep", "group", "ghost"},
                    "BatchNorm under accumulation: keep = per micro-batch, group = GroupNorm "
                    "instead, ghost = running statistics over the whole window"),
       "model.norm_policy");
-  t.float64 = c.get_choice("model.dtype", "float32", {"float32", "float64"},
-                           "dtype of parameters, gradients and optimizer state") == "float64";
-  t.precision = nn::parse_precision(
+  t.model.float64 = c.get_choice("model.dtype", "float32", {"float32", "float64"},
+                                 "dtype of parameters, gradients and optimizer state") == "float64";
+  t.job.precision = nn::parse_precision(
       c.get_choice("model.precision", "fp32", {"fp32", "bf16", "fp16"},
                    "compute precision of forward passes (autocast); weights and gradients stay "
                    "in model.dtype"),
       "model.precision");
-  BB_CHECK_INPUT(!t.float64 || t.precision == nn::Precision::kFp32, c.source(),
-                 ": model.precision = \"", nn::to_string(t.precision),
+  BB_CHECK_INPUT(!t.model.float64 || t.job.precision == nn::Precision::kFp32, c.source(),
+                 ": model.precision = \"", nn::to_string(t.job.precision),
                  "\" autocasts float32 weights; with model.dtype = \"float64\" use "
                  "model.precision = \"fp32\"");
-  t.bf16_matmul = nn::parse_bf16_matmul(
+  t.job.bf16_matmul = nn::parse_bf16_matmul(
       c.get_choice("model.bf16_matmul", "auto", {"auto", "native", "fp32"},
                    "kernels of the matrix products model.precision = \"bf16\" computes in: "
                    "fp32 = bf16-rounded operands on fp32 kernels (the same bf16 results, ~3x "
@@ -141,17 +127,17 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    "auto = fp32 unless the CPU has avx512_bf16 or amx_bf16"),
       "model.bf16_matmul");
   try {
-    nn::check_precision_supported(t.precision, torch::kCPU, "model.precision");
+    nn::check_precision_supported(t.job.precision, torch::kCPU, "model.precision");
   } catch (const InputError& error) {
     throw InputError(cat(c.source(), ": ", error.what()));
   }
   read_block_models(c, t);
-  t.gpt.context(c.get_int("gpt.context", 64, "bytes of context the model sees"))
+  t.model.gpt.context(c.get_int("gpt.context", 64, "bytes of context the model sees"))
       .layers(c.get_int("gpt.layers", 4, "transformer blocks"))
       .heads(c.get_int("gpt.heads", 4, "attention heads per block"))
       .embed(c.get_int("gpt.embed", 128, "width of the residual stream"))
       .dropout(c.get_double("gpt.dropout", 0.0, "dropout probability"));
-  t.mlp.context(c.get_int("mlp.context", 8, "previous bytes the model sees"))
+  t.model.mlp.context(c.get_int("mlp.context", 8, "previous bytes the model sees"))
       .embed(c.get_int("mlp.embed", 32, "embedding width per byte"))
       .hidden(c.get_int("mlp.hidden", 256, "hidden layer width"))
       .layers(c.get_int("mlp.layers", 2, "hidden layers"))
@@ -159,28 +145,28 @@ void read_models(ConfigReader& c, TrainConfig& t) {
 }
 
 void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
-  t.data
-      .path(c.get_string("data.path", t.data.path(),
+  t.data.text
+      .path(c.get_string("data.path", t.data.text.path(),
                          "a text file, or a directory of text files (Debian's fortunes)"))
       .val_fraction(c.get_double("data.val_fraction", 0.1, "share of the corpus held out"))
       .split_block(c.get_int("data.split_block", 4096, "bytes per block dealt to train or val"));
   const data::IdxPaths train = data::fashion_mnist_paths(data::kFashionMnistDirectory, "train");
   const data::IdxPaths test = data::fashion_mnist_paths(data::kFashionMnistDirectory, "test");
-  t.idx.train_images = c.get_string("data.train_images", train.images,
-                                    "IDX images to train on (resnet; default Fashion-MNIST)");
-  t.idx.train_labels = c.get_string("data.train_labels", train.labels, "IDX labels of those");
-  t.idx.test_images =
+  t.data.idx.train_images = c.get_string("data.train_images", train.images,
+                                         "IDX images to train on (resnet; default Fashion-MNIST)");
+  t.data.idx.train_labels = c.get_string("data.train_labels", train.labels, "IDX labels of those");
+  t.data.idx.test_images =
       c.get_string("data.test_images", test.images, "IDX images evaluated on (resnet)");
-  t.idx.test_labels = c.get_string("data.test_labels", test.labels, "IDX labels of those");
-  t.idx.subsample =
+  t.data.idx.test_labels = c.get_string("data.test_labels", test.labels, "IDX labels of those");
+  t.data.idx.subsample =
       c.get_int("data.subsample", 0, "training images used, a seeded subset (resnet); 0 = all");
-  BB_CHECK_INPUT(t.idx.subsample >= 0, c.source(), ": data.subsample = ", t.idx.subsample,
-                 " must be >= 0");
-  t.fortunes.directory(t.data.path())
+  BB_CHECK_INPUT(t.data.idx.subsample >= 0, c.where("data.subsample"),
+                 ": data.subsample = ", t.data.idx.subsample, " must be >= 0");
+  t.data.fortunes.directory(t.data.text.path())
       .min_per_class(
           c.get_int("data.min_per_class", 50, "fortunes a collection needs to be a class (bert)"))
-      .max_bytes(t.bert.context())
-      .test_fraction(t.data.val_fraction());
+      .max_bytes(t.model.bert.context())
+      .test_fraction(t.data.text.val_fraction());
   const int64_t accum_steps =
       c.get_int("batch.accum_steps", 0, "micro-batches per optimizer step; 0 = from micro_batch");
   // micro_batch defaults to 8 unless accum_steps decides it; "auto" fits it to memory.budget.
@@ -188,12 +174,12 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
       "batch.micro_batch", accum_steps > 0 ? 0 : 8, "auto",
       "samples per forward/backward pass; 0 = from accum_steps; \"auto\" = largest that fits "
       "memory.budget");
-  t.auto_micro_batch = !micro_batch.has_value();
-  BB_CHECK_INPUT(!t.auto_micro_batch || accum_steps == 0, c.source(),
+  t.job.auto_micro_batch = !micro_batch.has_value();
+  BB_CHECK_INPUT(!t.job.auto_micro_batch || accum_steps == 0, c.source(),
                  ": batch.micro_batch = \"auto\" chooses accum_steps too; leave batch.accum_steps "
                  "unset, got ",
                  accum_steps);
-  t.batch.global_batch(c.get_int("batch.global_batch", 64, "samples per optimizer step"))
+  t.job.batch.global_batch(c.get_int("batch.global_batch", 64, "samples per optimizer step"))
       .micro_batch(micro_batch.value_or(0))
       .accum_steps(accum_steps);
 }
@@ -201,32 +187,32 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
 void read_memory(ConfigReader& c, TrainConfig& t) {
   const std::string budget = c.get_string(
       "memory.budget", "", "tensor memory allowed, e.g. \"1.5GiB\"; over it is out of memory");
-  t.memory_budget = budget.empty() ? 0 : parse_bytes(budget, "memory.budget");
-  BB_CHECK_INPUT(!t.auto_micro_batch || t.memory_budget > 0, c.source(),
+  t.job.memory_budget = budget.empty() ? 0 : parse_bytes(budget, "memory.budget");
+  BB_CHECK_INPUT(!t.job.auto_micro_batch || t.job.memory_budget > 0, c.source(),
                  ": batch.micro_batch = \"auto\" needs memory.budget (for example \"2GiB\")");
 }
 
 void read_optimization(ConfigReader& c, TrainConfig& t) {
   const std::string optimizer =
       c.get_choice("optim.name", "adamw", {"adamw", "sgd"}, "update rule");
-  t.optim.kind(engine::parse_optimizer_kind(optimizer, "optim.name"));
+  t.job.optimizer.kind(engine::parse_optimizer_kind(optimizer, "optim.name"));
   const double lr = c.get_double("optim.lr", 4e-3, "learning rate at optim.base_batch");
-  t.batch.base_lr(lr)
+  t.job.batch.base_lr(lr)
       .lr_scaling(engine::parse_lr_scaling(
           c.get_choice("optim.lr_scaling", "none", {"none", "linear", "sqrt"},
                        "how lr follows global_batch relative to base_batch"),
           "optim.lr_scaling"))
       .base_batch(c.get_int("optim.base_batch", 0, "batch at which lr was tuned; 0 = global"));
-  t.optim.lr(lr)
+  t.job.optimizer.lr(lr)
       .weight_decay(c.get_double("optim.weight_decay", 0.1, "decoupled (AdamW) or L2 (SGD)"))
       .beta1(c.get_double("optim.beta1", 0.9, "AdamW first-moment decay"))
       .beta2(c.get_double("optim.beta2", 0.99, "AdamW second-moment decay"))
       .eps(c.get_double("optim.eps", 1e-8, "AdamW denominator epsilon"))
       .momentum(c.get_double("optim.momentum", 0.9, "SGD momentum"))
       .nesterov(c.get_bool("optim.nesterov", false, "SGD Nesterov momentum"));
-  t.max_grad_norm =
-      c.get_double("optim.max_grad_norm", 1.0, "clip the window gradient's norm; 0 = off");
-  t.schedule
+  t.job.trainer.max_grad_norm(
+      c.get_double("optim.max_grad_norm", 1.0, "clip the window gradient's norm; 0 = off"));
+  t.job.schedule
       .kind(engine::parse_schedule_kind(
           c.get_choice("schedule.kind", "warmup_cosine", {"constant", "warmup_cosine"},
                        "learning-rate shape over the run"),
@@ -240,11 +226,11 @@ void read_loss_scale(ConfigReader& c, TrainConfig& t) {
       c.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "off"},
                    "dynamic loss scaling: auto = only with model.precision = \"fp16\", dynamic = "
                    "always");
-  t.loss_scale = mode == "dynamic" ? LossScaleMode::kDynamic
-                 : mode == "off"   ? LossScaleMode::kOff
-                                   : LossScaleMode::kAuto;
+  t.job.loss_scale = mode == "dynamic" ? LossScaleMode::kDynamic
+                     : mode == "off"   ? LossScaleMode::kOff
+                                       : LossScaleMode::kAuto;
   const engine::LossScalerOptions defaults;
-  t.loss_scaler
+  t.job.loss_scaler
       .init_scale(c.get_double("loss_scale.init_scale", defaults.init_scale(),
                                "scale of the first window; powers of two unscale exactly"))
       .growth_factor(c.get_double("loss_scale.growth_factor", defaults.growth_factor(),
@@ -256,88 +242,106 @@ void read_loss_scale(ConfigReader& c, TrainConfig& t) {
       .min_scale(c.get_double("loss_scale.min_scale", defaults.min_scale(),
                               "lowest scale; an overflow at it stops the run"));
   try {
-    engine::check_loss_scaler_options(t.loss_scaler);
+    engine::check_loss_scaler_options(t.job.loss_scaler);
   } catch (const InputError& error) {
     throw InputError(cat(c.source(), ": ", error.what()));
   }
 }
 
+/// An integer key that must be at least `minimum`.
+int64_t read_at_least(ConfigReader& c, const std::string& key, int64_t fallback, int64_t minimum,
+                      const std::string& help) {
+  const int64_t value = c.get_int(key, fallback, help);
+  BB_CHECK_INPUT(value >= minimum, c.where(key), ": ", key, " = ", value, " must be >= ", minimum);
+  return value;
+}
+
+/// A number key that must be positive and finite.
+double read_positive(ConfigReader& c, const std::string& key, double fallback,
+                     const std::string& help, const std::string& unit) {
+  const double value = c.get_double(key, fallback, help);
+  BB_CHECK_INPUT(value > 0 && std::isfinite(value), c.where(key), ": ", key, " = ", value,
+                 " must be a positive number", unit);
+  return value;
+}
+
 void read_loop(ConfigReader& c, TrainConfig& t) {
-  t.steps = c.get_int("train.steps", 300, "optimizer steps (windows); 0 = use train.epochs");
-  t.epochs = c.get_int("train.epochs", 0, "passes over the training split; overrides steps");
-  BB_CHECK_INPUT(t.steps >= 0, c.source(), ": train.steps = ", t.steps, " must be >= 0");
-  BB_CHECK_INPUT(t.epochs >= 0, c.source(), ": train.epochs = ", t.epochs, " must be >= 0");
-  BB_CHECK_INPUT(t.steps > 0 || t.epochs > 0, c.source(),
+  engine::TrainerOptions& trainer = t.job.trainer;
+  const int64_t steps =
+      read_at_least(c, "train.steps", 300, 0, "optimizer steps (windows); 0 = use train.epochs");
+  t.job.epochs =
+      read_at_least(c, "train.epochs", 0, 0, "passes over the training split; overrides steps");
+  BB_CHECK_INPUT(steps > 0 || t.job.epochs > 0, c.source(),
                  ": train.steps and train.epochs are both 0; set one of them");
-  if (t.epochs > 0)
-    t.steps = 0;
-  t.eval_every = c.get_int("train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end");
-  t.eval_samples = c.get_int("train.eval_samples", 512, "validation samples per evaluation");
-  t.log_every = c.get_int("train.log_every", 10, "progress line every N steps (non-terminal)");
-  t.on_nonfinite = engine::parse_nonfinite_policy(
+  trainer.total_steps(t.job.epochs > 0 ? 0 : steps);
+  trainer.eval_every(
+      c.get_int("train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end"));
+  trainer.eval_samples(c.get_int("train.eval_samples", 512, "validation samples per evaluation"));
+  t.job.run.log_every =
+      c.get_int("train.log_every", 10, "progress line every N steps (non-terminal)");
+  trainer.on_nonfinite(engine::parse_nonfinite_policy(
       c.get_choice("train.on_nonfinite", "skip", {"skip", "abort"},
                    "a window with inf/NaN loss or gradient: drop it (no step) or stop"),
-      "train.on_nonfinite");
-  t.max_consecutive_skips =
-      c.get_int("train.max_consecutive_skips", engine::TrainerOptions().max_consecutive_skips(),
-                "more skipped windows in a row than this stop the run");
-  BB_CHECK_INPUT(t.max_consecutive_skips >= 0, c.source(),
-                 ": train.max_consecutive_skips = ", t.max_consecutive_skips, " must be >= 0");
-  const int64_t seed = c.get_int("train.seed", 1, "seeds initialisation and data order");
-  BB_CHECK_INPUT(seed >= 0, c.source(), ": train.seed = ", seed, " must be >= 0");
-  t.seed = static_cast<uint64_t>(seed);
-  t.threads = c.get_int("train.threads", 0,
-                        "OpenMP intra-op threads; 0 = automatic (fp32: 1, bf16: all cores)");
-  BB_CHECK_INPUT(t.threads >= 0, c.source(), ": train.threads = ", t.threads, " must be >= 0");
-  t.blas_threads = c.get_int("train.blas_threads", 0,
-                             "OpenBLAS threads; 0 = automatic (fp32: all cores, bf16: 1)");
-  BB_CHECK_INPUT(t.blas_threads >= 0, c.source(), ": train.blas_threads = ", t.blas_threads,
-                 " must be >= 0");
-  t.prefetch_depth =
-      c.get_int("train.prefetch_depth", engine::TrainerOptions().prefetch_depth(),
-                "micro-batches of the next windows gathered on a background thread while this "
-                "one computes (extra memory); 0 = gather in the training thread");
-  BB_CHECK_INPUT(t.prefetch_depth >= 0, c.source(), ": train.prefetch_depth = ", t.prefetch_depth,
-                 " must be >= 0");
-  t.concurrent_micro_batches = c.get_int(
+      "train.on_nonfinite"));
+  trainer.max_consecutive_skips(
+      read_at_least(c, "train.max_consecutive_skips", trainer.max_consecutive_skips(), 0,
+                    "more skipped windows in a row than this stop the run"));
+  t.data.seed = static_cast<uint64_t>(
+      read_at_least(c, "train.seed", 1, 0, "seeds initialisation and data order"));
+  trainer.seed(t.data.seed);
+  t.job.threads.backend(job::builtin_backend(t.model.kind))
+      .openmp(read_at_least(c, "train.threads", 0, 0,
+                            "OpenMP intra-op threads; 0 = automatic (fp32: 1, bf16: all cores)"))
+      .blas(read_at_least(c, "train.blas_threads", 0, 0,
+                          "OpenBLAS threads; 0 = automatic (fp32: all cores, bf16: 1)"));
+  trainer.prefetch_depth(
+      read_at_least(c, "train.prefetch_depth", trainer.prefetch_depth(), 0,
+                    "micro-batches of the next windows gathered on a background thread while "
+                    "this one computes (extra memory); 0 = gather in the training thread"));
+  trainer.concurrent_micro_batches(c.get_int(
       "train.concurrent_micro_batches", 1,
       "micro-batches of a window run at once, one per thread (faster at small micro-batches, "
       "their activations at once; the same results); needs a model without BatchNorm or "
-      "dropout");
+      "dropout"));
   check_concurrency_supported(c, t);
-  t.run_dir = c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
-  t.checkpoint_every = c.get_int(
-      "checkpoint.every", 100,
+}
+
+void read_run_files(ConfigReader& c, TrainConfig& t) {
+  t.job.run.directory =
+      c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
+  t.job.trainer.checkpoint_every(read_at_least(
+      c, "checkpoint.every", 100, 0,
       "save the training state (model, optimizer, data position, ...) every N optimizer steps "
-      "and after the last; 0 = after the last only");
-  BB_CHECK_INPUT(t.checkpoint_every >= 0, c.source(), ": checkpoint.every = ", t.checkpoint_every,
-                 " must be >= 0");
-  t.checkpoint_keep =
-      c.get_int("checkpoint.keep", 3, "newest checkpoints kept in <run_dir>/checkpoints");
-  BB_CHECK_INPUT(t.checkpoint_keep >= 1, c.source(), ": checkpoint.keep = ", t.checkpoint_keep,
-                 " must be >= 1");
-  t.dist_timeout = c.get_double(
-      "dist.timeout", 300.0,
+      "and after the last; 0 = after the last only"));
+  t.job.run.checkpoint_keep =
+      read_at_least(c, "checkpoint.keep", 3, 1, "newest checkpoints kept in <run_dir>/checkpoints");
+}
+
+void read_dist(ConfigReader& c, TrainConfig& t) {
+  t.job.dist_timeout = read_positive(
+      c, "dist.timeout", 300.0,
       "data parallel: seconds a collective may wait for the other ranks before the job fails, "
-      "naming the rank that stopped");
-  BB_CHECK_INPUT(t.dist_timeout > 0 && std::isfinite(t.dist_timeout), c.source(),
-                 ": dist.timeout = ", t.dist_timeout, " must be a positive number of seconds");
-  t.dist_backend = c.get_string("dist.backend", "auto",
-                                "data parallel: \"gloo\" (CPU), \"nccl\" (CUDA builds) or "
-                                "\"auto\"");
-  dist::parse_backend(t.dist_backend, false, c.source() + ": dist.backend");
-  const double bucket_mb = c.get_double(
-      "dist.bucket_mb", 1.0,
+      "naming the rank that stopped",
+      " of seconds");
+  t.job.dist_backend = dist::parse_backend(
+      c.get_string("dist.backend", "auto",
+                   "data parallel: \"gloo\" (CPU), \"nccl\" (CUDA builds) or \"auto\""),
+      false, c.where("dist.backend") + ": dist.backend");
+  const double bucket_mb = read_positive(
+      c, "dist.bucket_mb", 1.0,
       "data parallel: MiB of gradient per all-reduce bucket; smaller buckets start earlier "
-      "in the last backward of a window");
-  BB_CHECK_INPUT(bucket_mb > 0 && std::isfinite(bucket_mb), c.source(),
-                 ": dist.bucket_mb = ", bucket_mb, " must be positive");
-  t.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0));
-  t.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
-  t.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))
+      "in the last backward of a window",
+      "");
+  t.job.trainer.bucket_bytes(
+      std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0)));
+}
+
+void read_sample(ConfigReader& c, TrainConfig& t) {
+  t.model.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
+  t.model.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))
       .temperature(c.get_double("sample.temperature", 0.8, "softmax temperature"))
       .top_k(c.get_int("sample.top_k", 40, "sample among the k likeliest bytes; 0 = all"))
-      .seed(static_cast<uint64_t>(seed));
+      .seed(t.data.seed);
 }
 
 }  // namespace
@@ -350,6 +354,9 @@ TrainConfig read_train_config(ConfigReader& config) {
   read_optimization(config, result);
   read_loss_scale(config, result);
   read_loop(config, result);
+  read_run_files(config, result);
+  read_dist(config, result);
+  read_sample(config, result);
   config.check_all_used();
   result.resolved_toml = config.resolved_toml();
   result.resolved_values = config.resolved_values();

@@ -1,6 +1,7 @@
 // A plain-text table of name / value / note rows, as printed for the plan at start.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,8 @@ class Table {
 std::string human_count(double value);
 /// Formats a number with a fixed count of decimals: format_fixed(0.52910, 2) -> "0.53".
 std::string format_fixed(double value, int decimals);
+/// Formats an integer with comma-separated thousands: 1234567 -> "1,234,567", -1000 -> "-1,000".
+std::string group_thousands(int64_t value);
 /// Formats seconds as "1h02m", "3m05s" or "12s".
 std::string human_duration(double seconds);
 

@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/table.h"
 #include "bigbatch/data/shuffle.h"
-#include "bigbatch/data/thousands.h"
 
 namespace bigbatch::data {
 namespace {

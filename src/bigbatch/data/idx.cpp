@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "bigbatch/core/check.h"
-#include "bigbatch/data/thousands.h"
+#include "bigbatch/core/table.h"
 
 namespace bigbatch::data {
 namespace {

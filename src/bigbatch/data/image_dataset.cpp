@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/table.h"
 #include "bigbatch/data/idx.h"
 #include "bigbatch/data/shuffle.h"
-#include "bigbatch/data/thousands.h"
 
 namespace bigbatch::data {
 namespace {

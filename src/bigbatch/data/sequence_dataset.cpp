@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
-#include "bigbatch/data/thousands.h"
+#include "bigbatch/core/table.h"
 
 namespace bigbatch::data {
 

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
-#include "bigbatch/data/thousands.h"
+#include "bigbatch/core/table.h"
 
 namespace bigbatch::data {
 namespace {
@@ -119,7 +119,12 @@ TextCorpus::TextCorpus(std::vector<uint8_t> bytes, std::vector<std::string> file
       val_period_(val_period_for(options.val_fraction())) {
   auto train = std::make_shared<std::vector<uint8_t>>();
   auto val = std::make_shared<std::vector<uint8_t>>();
-  const int64_t block = options.split_block();
+  // A corpus of fewer blocks than the period would get no validation at all: its blocks shrink so
+  // that there are `period` of them (35 KB in 4 KiB blocks with period 10: blocks of 3,500 bytes).
+  int64_t block = options.split_block();
+  if (val_period_ > 0 && (total_bytes_ + block - 1) / block < val_period_)
+    block = std::max<int64_t>(1, total_bytes_ / val_period_);
+  block_bytes_ = block;
   int64_t start = 0;
   for (int64_t i = 0; start < total_bytes_; ++i) {
     const int64_t end = start + std::min(block, total_bytes_ - start);

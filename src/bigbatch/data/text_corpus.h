@@ -26,8 +26,10 @@ struct TextCorpusOptions {
 /// The bytes of a text corpus, split deterministically and in-distribution into train and
 /// validation. The bytes are cut into consecutive blocks of `split_block` bytes; block i goes to
 /// validation when val_fraction > 0 and i % period == period - 1, with
-/// period = max(2, round(1 / val_fraction)); every other block goes to train. Each split is the
-/// concatenation of its blocks in order. Usage:
+/// period = max(2, round(1 / val_fraction)); every other block goes to train. A corpus of fewer
+/// than `period` such blocks is cut into `period` smaller blocks instead (of
+/// total_bytes / period bytes, at least 1), so that a small corpus has a validation split too. Each
+/// split is the concatenation of its blocks in order. Usage:
 ///   auto corpus = TextCorpus::load(TextCorpusOptions().path("data/"));
 ///   SequenceDataset train(corpus.train_shared(), SequenceDatasetOptions(64).name("train"));
 class TextCorpus {
@@ -43,7 +45,7 @@ class TextCorpus {
   /// The training split.
   const std::vector<uint8_t>& train() const { return *train_; }
   /// The validation split (empty when val_fraction is 0 or the corpus has fewer than period
-  /// blocks).
+  /// bytes).
   const std::vector<uint8_t>& val() const { return *val_; }
   /// The training split, shared: datasets built from it keep it alive without a copy.
   std::shared_ptr<const std::vector<uint8_t>> train_shared() const { return train_; }
@@ -55,6 +57,8 @@ class TextCorpus {
   int64_t total_bytes() const { return total_bytes_; }
   /// Every `val_period()`-th block goes to validation; 0 when val_fraction is 0.
   int64_t val_period() const { return val_period_; }
+  /// Bytes per block of the split: options().split_block(), or less for a small corpus.
+  int64_t block_bytes() const { return block_bytes_; }
   /// The options the corpus was made with.
   const TextCorpusOptions& options() const { return options_; }
   /// One line for the plan table, for example
@@ -68,6 +72,7 @@ class TextCorpus {
   TextCorpusOptions options_;
   std::vector<std::string> files_;
   int64_t total_bytes_ = 0;
+  int64_t block_bytes_ = 0;
   int64_t val_period_ = 0;
   std::shared_ptr<const std::vector<uint8_t>> train_;
   std::shared_ptr<const std::vector<uint8_t>> val_;

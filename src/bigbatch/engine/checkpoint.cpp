@@ -12,6 +12,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/rng_state.h"
+#include "bigbatch/engine/summary_json.h"
 #include "bigbatch/io/checkpoint_file.h"
 
 namespace bigbatch::engine {
@@ -60,52 +61,6 @@ std::string optimizer_kind(const torch::optim::Optimizer& optimizer) {
   if (dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr)
     return "sgd";
   return "other";
-}
-
-/// NaN and infinities as null (JSON has no such numbers).
-json number(double value) {
-  return std::isfinite(value) ? json(value) : json(nullptr);
-}
-
-double number_from(const json& value) {
-  return value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
-}
-
-json summary_json(const TrainSummary& s) {
-  return {{"steps", s.steps},
-          {"skipped_steps", s.skipped_steps},
-          {"final_loss_scale", s.final_loss_scale},
-          {"epochs_started", s.epochs_started},
-          {"last_train_loss", number(s.last_train_loss)},
-          {"first_val_loss", number(s.first_val_loss)},
-          {"last_val_loss", number(s.last_val_loss)},
-          {"last_val_accuracy", s.last_val_accuracy ? json(*s.last_val_accuracy) : json(nullptr)},
-          {"samples", s.samples},
-          {"tokens", s.tokens},
-          {"seconds", s.seconds},
-          {"train_seconds", s.train_seconds},
-          {"peak_bytes", s.peak_bytes},
-          {"final_micro_batch", s.final_micro_batch}};
-}
-
-TrainSummary summary_from(const json& j) {
-  TrainSummary s;
-  s.steps = j.at("steps").get<int64_t>();
-  s.skipped_steps = j.at("skipped_steps").get<int64_t>();
-  s.final_loss_scale = j.at("final_loss_scale").get<double>();
-  s.epochs_started = j.at("epochs_started").get<int64_t>();
-  s.last_train_loss = number_from(j.at("last_train_loss"));
-  s.first_val_loss = number_from(j.at("first_val_loss"));
-  s.last_val_loss = number_from(j.at("last_val_loss"));
-  if (!j.at("last_val_accuracy").is_null())
-    s.last_val_accuracy = j.at("last_val_accuracy").get<double>();
-  s.samples = j.at("samples").get<int64_t>();
-  s.tokens = j.at("tokens").get<int64_t>();
-  s.seconds = j.at("seconds").get<double>();
-  s.train_seconds = j.at("train_seconds").get<double>();
-  s.peak_bytes = j.at("peak_bytes").get<int64_t>();
-  s.final_micro_batch = j.at("final_micro_batch").get<int64_t>();
-  return s;
 }
 
 std::string file_name(int64_t steps) {
@@ -230,7 +185,7 @@ void copy_into(const std::vector<TensorEntry>& entries, const std::vector<torch:
 
 LoopState loop_state_from(const json& header) {
   LoopState state;
-  state.summary = summary_from(header.at("summary"));
+  state.summary = summary_from_json(header.at("summary"));
   state.data.epoch = header.at("data").at("epoch").get<int64_t>();
   state.data.cursor = header.at("data").at("cursor").get<int64_t>();
   state.windows = header.at("windows").get<int64_t>();
@@ -324,7 +279,7 @@ void Checkpointer::save(const LoopState& state) {
                  {"global_batch", parts_.plan->global_batch},
                  {"world_size", parts_.plan->world_size},
                  {"data", {{"epoch", state.data.epoch}, {"cursor", state.data.cursor}}},
-                 {"summary", summary_json(state.summary)},
+                 {"summary", to_json(state.summary)},
                  {"optimizer", optimizer_kind(*parts_.optimizer)},
                  {"model", model},
                  {"rng", rng}};

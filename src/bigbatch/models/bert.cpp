@@ -36,49 +36,6 @@ void validate(const BertOptions& options) {
                  "BertOptions.dropout must be in [0, 1), got ", options.dropout());
 }
 
-EncoderSelfAttentionImpl::EncoderSelfAttentionImpl(const BertOptions& options)
-    : heads_(options.heads()), dropout_(options.dropout()) {
-  validate(options);
-  const int64_t embed = options.embed();
-  qkv = register_module("qkv", torch::nn::Linear(embed, 3 * embed));
-  proj = register_module("proj", torch::nn::Linear(embed, embed));
-}
-
-torch::Tensor EncoderSelfAttentionImpl::forward(const torch::Tensor& x,
-                                                const torch::Tensor& key_padding) {
-  const int64_t batch = x.size(0);
-  const int64_t time = x.size(1);
-  const torch::Tensor y = multi_head_attention(nn::linear(qkv, x), heads_,
-                                               key_padding.view({batch, 1, 1, time}), dropout_,
-                                               is_training());         // (B, S, C)
-  return maybe_dropout(nn::linear(proj, y), dropout_, is_training());  // (B, S, C)
-}
-
-EncoderMlpImpl::EncoderMlpImpl(const BertOptions& options) : dropout_(options.dropout()) {
-  validate(options);
-  const int64_t embed = options.embed();
-  fc = register_module("fc", torch::nn::Linear(embed, 4 * embed));
-  proj = register_module("proj", torch::nn::Linear(4 * embed, embed));
-}
-
-torch::Tensor EncoderMlpImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor h = torch::gelu(nn::linear(fc, x));              // (B, S, 4C), exact erf GELU
-  return maybe_dropout(nn::linear(proj, h), dropout_, is_training());  // (B, S, C)
-}
-
-BertBlockImpl::BertBlockImpl(const BertOptions& options) {
-  validate(options);
-  ln1 = register_module("ln1", layer_norm(options.embed()));
-  attn = register_module("attn", EncoderSelfAttention(options));
-  ln2 = register_module("ln2", layer_norm(options.embed()));
-  mlp = register_module("mlp", EncoderMlp(options));
-}
-
-torch::Tensor BertBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding) {
-  torch::Tensor h = x + attn->forward(ln1->forward(x), key_padding);  // (B, S, C)
-  return h + mlp->forward(ln2->forward(h));                           // (B, S, C)
-}
-
 BertImpl::BertImpl(BertOptions options) : options_(options) {
   validate(options_);
   const int64_t embed = options_.embed();
@@ -87,7 +44,8 @@ BertImpl::BertImpl(BertOptions options) : options_(options) {
   pos_embed = register_module("pos_embed", torch::nn::Embedding(options_.context() + 1, embed));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options_.layers(); ++i) {
-    blocks->push_back(BertBlock(options_));
+    blocks->push_back(PreLnBlock(
+        BlockOptions().embed(embed).heads(options_.heads()).dropout(options_.dropout())));
   }
   ln_f = register_module("ln_f", layer_norm(embed));
   head = register_module("head", torch::nn::Linear(embed, options_.classes()));
@@ -133,10 +91,12 @@ torch::Tensor BertImpl::forward(const torch::Tensor& inputs) {
   const int64_t embed = options_.embed();
   const auto device = inputs.device();
   // [CLS] at position 0 is never padding, so every query has at least one key.
-  const torch::Tensor key_padding = torch::cat(
-      {torch::zeros({batch, 1}, torch::TensorOptions().dtype(torch::kBool).device(device)),
-       inputs.eq(options_.pad_id())},
-      /*dim=*/1);  // (B, S = T + 1)
+  const torch::Tensor key_padding =
+      torch::cat(
+          {torch::zeros({batch, 1}, torch::TensorOptions().dtype(torch::kBool).device(device)),
+           inputs.eq(options_.pad_id())},
+          /*dim=*/1)
+          .view({batch, 1, 1, time + 1});  // (B, 1, 1, S = T + 1): no query attends to padding
   const torch::Tensor positions =
       torch::arange(time + 1, torch::TensorOptions().dtype(torch::kLong).device(device));  // (S)
   const torch::Tensor cls_column = cls.view({1, 1, embed}).expand({batch, 1, embed});  // (B, 1, C)
@@ -145,7 +105,7 @@ torch::Tensor BertImpl::forward(const torch::Tensor& inputs) {
   x = maybe_dropout(x, options_.dropout(), is_training());
   const bool may_checkpoint = is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {
-    std::shared_ptr<BertBlockImpl> block = blocks->ptr<BertBlockImpl>(i);
+    std::shared_ptr<PreLnBlockImpl> block = blocks->ptr<PreLnBlockImpl>(i);
     if (may_checkpoint && checkpointing_.applies_to(int64_t(i))) {
       const std::vector<torch::Tensor> parameters = block->parameters();
       x = nn::checkpoint(

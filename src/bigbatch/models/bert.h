@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
 
@@ -33,69 +33,6 @@ struct BertOptions {
 /// Throws bigbatch::InputError naming the field and its value unless every size is positive,
 /// pad_id lies in [0, vocab), `embed` is divisible by `heads` and dropout lies in [0, 1).
 void validate(const BertOptions& options);
-
-/// Bidirectional multi-head self-attention written from matmul + softmax, with a key padding
-/// mask. Submodules: `qkv` Linear(embed, 3*embed), `proj` Linear(embed, embed).
-class EncoderSelfAttentionImpl : public torch::nn::Module {
- public:
-  /// Builds the projections; validates `options` first.
-  explicit EncoderSelfAttentionImpl(const BertOptions& options = {});
-  /// x (B, S, embed), key_padding (B, S) bool, true where a position must not be attended to
-  /// -> (B, S, embed). Every query needs at least one key that is not padding (Bert's [CLS]),
-  /// or its row of probabilities is NaN.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding);
-
-  /// Joint query/key/value projection, Linear(embed, 3*embed).
-  torch::nn::Linear qkv{nullptr};
-  /// Output (residual) projection, Linear(embed, embed).
-  torch::nn::Linear proj{nullptr};
-
- private:
-  int64_t heads_;
-  double dropout_;
-};
-/// Module holder for EncoderSelfAttentionImpl.
-TORCH_MODULE(EncoderSelfAttention);
-
-/// The position-wise feed-forward network: fc -> GELU (exact, erf) -> proj -> dropout.
-class EncoderMlpImpl : public torch::nn::Module {
- public:
-  /// Builds the layers; validates `options` first.
-  explicit EncoderMlpImpl(const BertOptions& options = {});
-  /// x (B, S, embed) -> (B, S, embed).
-  torch::Tensor forward(const torch::Tensor& x);
-
-  /// Linear(embed, 4*embed).
-  torch::nn::Linear fc{nullptr};
-  /// Output (residual) projection, Linear(4*embed, embed).
-  torch::nn::Linear proj{nullptr};
-
- private:
-  double dropout_;
-};
-/// Module holder for EncoderMlpImpl.
-TORCH_MODULE(EncoderMlp);
-
-/// One pre-LN encoder block: x = x + attn(ln1(x), key_padding); x = x + mlp(ln2(x)).
-/// Submodules: `ln1`, `attn` (`qkv`, `proj`), `ln2`, `mlp` (`fc`, `proj`).
-class BertBlockImpl : public torch::nn::Module {
- public:
-  /// Builds the block; validates `options` first.
-  explicit BertBlockImpl(const BertOptions& options = {});
-  /// x (B, S, embed), key_padding (B, S) bool -> (B, S, embed).
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding);
-
-  /// LayerNorm(embed) before attention.
-  torch::nn::LayerNorm ln1{nullptr};
-  /// Bidirectional self-attention.
-  EncoderSelfAttention attn{nullptr};
-  /// LayerNorm(embed) before the feed-forward network.
-  torch::nn::LayerNorm ln2{nullptr};
-  /// Feed-forward network.
-  EncoderMlp mlp{nullptr};
-};
-/// Module holder for BertBlockImpl.
-TORCH_MODULE(BertBlock);
 
 /// BERT-style sequence classifier over bytes:
 ///   [CLS] + tokens, + positions -> dropout -> blocks -> ln_f on [CLS] -> head.

@@ -31,52 +31,6 @@ void validate(const GptOptions& options) {
                  "GptOptions.dropout must be in [0, 1), got ", options.dropout());
 }
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options)
-    : heads_(options.heads()), dropout_(options.dropout()) {
-  validate(options);
-  const int64_t embed = options.embed();
-  qkv = register_module("qkv", torch::nn::Linear(embed, 3 * embed));
-  proj = register_module("proj", torch::nn::Linear(embed, embed));
-}
-
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
-  const int64_t time = x.size(1);
-  // True above the diagonal: position t must not see positions > t. Built per call on the
-  // input's device rather than kept as a buffer, because Module::to(dtype) would turn a bool
-  // buffer into a floating one.
-  const torch::Tensor future =
-      torch::ones({time, time}, torch::TensorOptions().dtype(torch::kBool).device(x.device()))
-          .triu(/*diagonal=*/1);  // (T, T)
-  const torch::Tensor y = multi_head_attention(nn::linear(qkv, x), heads_, future, dropout_,
-                                               is_training());         // (B, T, C)
-  return maybe_dropout(nn::linear(proj, y), dropout_, is_training());  // (B, T, C)
-}
-
-GptMlpImpl::GptMlpImpl(const GptOptions& options) : dropout_(options.dropout()) {
-  validate(options);
-  const int64_t embed = options.embed();
-  fc = register_module("fc", torch::nn::Linear(embed, 4 * embed));
-  proj = register_module("proj", torch::nn::Linear(4 * embed, embed));
-}
-
-torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor h = torch::gelu(nn::linear(fc, x));              // (B, T, 4C), exact erf GELU
-  return maybe_dropout(nn::linear(proj, h), dropout_, is_training());  // (B, T, C)
-}
-
-GptBlockImpl::GptBlockImpl(const GptOptions& options) {
-  validate(options);
-  ln1 = register_module("ln1", layer_norm(options.embed()));
-  attn = register_module("attn", CausalSelfAttention(options));
-  ln2 = register_module("ln2", layer_norm(options.embed()));
-  mlp = register_module("mlp", GptMlp(options));
-}
-
-torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = x + attn->forward(ln1->forward(x));  // (B, T, C)
-  return h + mlp->forward(ln2->forward(h));              // (B, T, C)
-}
-
 GptImpl::GptImpl(GptOptions options) : options_(options) {
   validate(options_);
   const int64_t embed = options_.embed();
@@ -84,7 +38,8 @@ GptImpl::GptImpl(GptOptions options) : options_(options) {
   pos_embed = register_module("pos_embed", torch::nn::Embedding(options_.context(), embed));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options_.layers(); ++i) {
-    blocks->push_back(GptBlock(options_));
+    blocks->push_back(PreLnBlock(
+        BlockOptions().embed(embed).heads(options_.heads()).dropout(options_.dropout())));
   }
   ln_f = register_module("ln_f", layer_norm(embed));
   head = register_module(
@@ -110,7 +65,7 @@ void GptImpl::reset_parameters() {
   // depth (GPT-2 paper, section 2.3).
   const double residual_std = kInitStd / std::sqrt(2.0 * double(options_.layers()));
   for (const auto& module : *blocks) {
-    auto* block = module->as<GptBlock>();
+    auto* block = module->as<PreLnBlock>();
     torch::nn::init::normal_(block->attn->proj->weight, 0.0, residual_std);
     torch::nn::init::normal_(block->mlp->proj->weight, 0.0, residual_std);
   }
@@ -132,15 +87,22 @@ torch::Tensor GptImpl::forward(const torch::Tensor& inputs) {
       torch::arange(time, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
   torch::Tensor x = tok_embed->forward(inputs) + pos_embed->forward(positions);  // (B, T, C)
   x = maybe_dropout(x, options_.dropout(), is_training());
+  // True above the diagonal: position t must not see positions > t. Built per call on the
+  // input's device rather than kept as a buffer, because Module::to(dtype) would turn a bool
+  // buffer into a floating one.
+  const torch::Tensor future =
+      torch::ones({time, time}, torch::TensorOptions().dtype(torch::kBool).device(x.device()))
+          .triu(/*diagonal=*/1);  // (T, T)
   const bool may_checkpoint = is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {
-    std::shared_ptr<GptBlockImpl> block = blocks->ptr<GptBlockImpl>(i);
+    std::shared_ptr<PreLnBlockImpl> block = blocks->ptr<PreLnBlockImpl>(i);
     if (may_checkpoint && checkpointing_.applies_to(int64_t(i))) {
       const std::vector<torch::Tensor> parameters = block->parameters();
-      x = nn::checkpoint([block](const torch::Tensor& in) { return block->forward(in); }, x,
-                         parameters);  // (B, T, C)
+      x = nn::checkpoint(
+          [block, future](const torch::Tensor& in) { return block->forward(in, future); }, x,
+          parameters);  // (B, T, C)
     } else {
-      x = block->forward(x);  // (B, T, C)
+      x = block->forward(x, future);  // (B, T, C)
     }
   }
   return nn::linear(head, ln_f->forward(x));  // (B, T, vocab)

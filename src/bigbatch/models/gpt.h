@@ -5,7 +5,8 @@
 
 #include <cstdint>
 
-#include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/models/transformer_parts.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
 
@@ -28,68 +29,6 @@ struct GptOptions {
 /// Throws bigbatch::InputError naming the field and its value unless every size is positive,
 /// `embed` is divisible by `heads` and dropout lies in [0, 1).
 void validate(const GptOptions& options);
-
-/// Multi-head causal self-attention written from matmul + softmax.
-/// Submodules: `qkv` Linear(embed, 3*embed), `proj` Linear(embed, embed).
-class CausalSelfAttentionImpl : public torch::nn::Module {
- public:
-  /// Builds the projections; validates `options` first.
-  explicit CausalSelfAttentionImpl(const GptOptions& options = {});
-  /// x (B, T, embed) -> (B, T, embed); position t attends to positions <= t only.
-  torch::Tensor forward(const torch::Tensor& x);
-
-  /// Joint query/key/value projection, Linear(embed, 3*embed).
-  torch::nn::Linear qkv{nullptr};
-  /// Output (residual) projection, Linear(embed, embed).
-  torch::nn::Linear proj{nullptr};
-
- private:
-  int64_t heads_;
-  double dropout_;
-};
-/// Module holder for CausalSelfAttentionImpl.
-TORCH_MODULE(CausalSelfAttention);
-
-/// The position-wise feed-forward network: fc -> GELU (exact, erf) -> proj -> dropout.
-class GptMlpImpl : public torch::nn::Module {
- public:
-  /// Builds the layers; validates `options` first.
-  explicit GptMlpImpl(const GptOptions& options = {});
-  /// x (B, T, embed) -> (B, T, embed).
-  torch::Tensor forward(const torch::Tensor& x);
-
-  /// Linear(embed, 4*embed).
-  torch::nn::Linear fc{nullptr};
-  /// Output (residual) projection, Linear(4*embed, embed).
-  torch::nn::Linear proj{nullptr};
-
- private:
-  double dropout_;
-};
-/// Module holder for GptMlpImpl.
-TORCH_MODULE(GptMlp);
-
-/// One pre-LN transformer block: x = x + attn(ln1(x)); x = x + mlp(ln2(x)).
-/// A public class of its own so that activation checkpointing can wrap a single block.
-/// Submodules: `ln1`, `attn` (`qkv`, `proj`), `ln2`, `mlp` (`fc`, `proj`).
-class GptBlockImpl : public torch::nn::Module {
- public:
-  /// Builds the block; validates `options` first.
-  explicit GptBlockImpl(const GptOptions& options = {});
-  /// x (B, T, embed) -> (B, T, embed).
-  torch::Tensor forward(const torch::Tensor& x);
-
-  /// LayerNorm(embed) before attention.
-  torch::nn::LayerNorm ln1{nullptr};
-  /// Causal self-attention.
-  CausalSelfAttention attn{nullptr};
-  /// LayerNorm(embed) before the feed-forward network.
-  torch::nn::LayerNorm ln2{nullptr};
-  /// Feed-forward network.
-  GptMlp mlp{nullptr};
-};
-/// Module holder for GptBlockImpl.
-TORCH_MODULE(GptBlock);
 
 /// GPT-2-style language model over bytes:
 ///   tok_embed + pos_embed -> dropout -> blocks -> ln_f -> head.

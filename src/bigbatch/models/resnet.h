@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "bigbatch/nn/checkpoint.h"
 #include "bigbatch/nn/norm.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
 

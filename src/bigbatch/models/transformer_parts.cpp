@@ -49,4 +49,40 @@ torch::Tensor multi_head_attention(const torch::Tensor& qkv, int64_t heads,
       .reshape({batch, time, embed});  // (B, T, C)
 }
 
+SelfAttentionImpl::SelfAttentionImpl(const BlockOptions& options)
+    : heads_(options.heads()), dropout_(options.dropout()) {
+  const int64_t embed = options.embed();
+  qkv = register_module("qkv", torch::nn::Linear(embed, 3 * embed));
+  proj = register_module("proj", torch::nn::Linear(embed, embed));
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
+  const torch::Tensor y = multi_head_attention(nn::linear(qkv, x), heads_, blocked, dropout_,
+                                               is_training());         // (B, T, C)
+  return maybe_dropout(nn::linear(proj, y), dropout_, is_training());  // (B, T, C)
+}
+
+FeedForwardImpl::FeedForwardImpl(const BlockOptions& options) : dropout_(options.dropout()) {
+  const int64_t embed = options.embed();
+  fc = register_module("fc", torch::nn::Linear(embed, 4 * embed));
+  proj = register_module("proj", torch::nn::Linear(4 * embed, embed));
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor h = torch::gelu(nn::linear(fc, x));              // (B, T, 4C), exact erf GELU
+  return maybe_dropout(nn::linear(proj, h), dropout_, is_training());  // (B, T, C)
+}
+
+PreLnBlockImpl::PreLnBlockImpl(const BlockOptions& options) {
+  ln1 = register_module("ln1", layer_norm(options.embed()));
+  attn = register_module("attn", SelfAttention(options));
+  ln2 = register_module("ln2", layer_norm(options.embed()));
+  mlp = register_module("mlp", FeedForward(options));
+}
+
+torch::Tensor PreLnBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
+  torch::Tensor h = x + attn->forward(ln1->forward(x), blocked);  // (B, T, C)
+  return h + mlp->forward(ln2->forward(h));                       // (B, T, C)
+}
+
 }  // namespace bigbatch::models

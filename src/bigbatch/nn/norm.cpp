@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
-#include "bigbatch/nn/checkpoint.h"
 #include "bigbatch/nn/concurrent_forward.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::nn {
 

@@ -11,16 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "bigbatch/cli/train_config.h"
 #include "bigbatch/models/bert.h"
 #include "bigbatch/models/gpt.h"
 #include "bigbatch/models/mlp.h"
+#include "bigbatch/models/model_kind.h"
 #include "bigbatch/models/resnet.h"
-#include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/recompute.h"
 
-namespace bigbatch::cli {
-
-struct LoadedData;
+namespace bigbatch::models {
 
 /// The preprocessing of ResNet inputs: uint8 images of channels x height x width, scaled to
 /// [0, 1] and normalised per channel, as data::ImageDataset does: (pixel / 255 - mean[c]) /
@@ -39,11 +37,11 @@ struct ImageInputSpec {
 /// (data::FortuneDataset). Only the options of `kind` are meaningful.
 struct ModelSpec {
   ModelKind kind = ModelKind::kGpt;
-  models::GptOptions gpt;        ///< kind gpt
-  models::MlpOptions mlp;        ///< kind mlp
-  models::ResNetOptions resnet;  ///< kind resnet (norm after model.norm_policy = "group")
-  models::BertOptions bert;      ///< kind bert
-  bool float64 = false;          ///< parameter dtype: float64, or else float32
+  GptOptions gpt;        ///< kind gpt
+  MlpOptions mlp;        ///< kind mlp
+  ResNetOptions resnet;  ///< kind resnet (norm after model.norm_policy = "group")
+  BertOptions bert;      ///< kind bert
+  bool float64 = false;  ///< parameter dtype: float64, or else float32
   /// Class names by label, as many as the classifier's classes; empty for gpt and mlp.
   std::vector<std::string> class_names;
   ImageInputSpec image;  ///< kind resnet
@@ -53,13 +51,6 @@ struct ModelSpec {
   /// Number of classes (resnet, bert) or 0 (gpt, mlp).
   int64_t classes() const;
 };
-
-/// The spec of the model `config` trains on `data`: the chosen kind's options with what the data
-/// decides (classes, image channels, the BERT's context), the resnet norm after
-/// model.norm_policy = "group", model.dtype, class names (Fashion-MNIST's ten names when the
-/// default Fashion-MNIST files are used, the collection names for the BERT, "0".."N-1"
-/// otherwise) and the image size and normalisation of the training split.
-ModelSpec describe_model(const TrainConfig& config, const LoadedData& data);
 
 /// The spec as JSON, keys in this order (ordered_json), for example
 ///   {"format": "bigbatch-model", "version": 1, "kind": "resnet", "dtype": "float32",
@@ -73,7 +64,7 @@ nlohmann::ordered_json spec_to_json(const ModelSpec& spec);
 
 /// Reads what spec_to_json writes (keys in any order). Throws InputError starting with `origin` and
 /// naming the field for a missing or mistyped field, an unknown kind, dtype or norm, options the
-/// model rejects (see models::validate), a class-name count other than the classes, or an input
+/// model rejects (see validate), a class-name count other than the classes, or an input
 /// section that does not agree with the options.
 ModelSpec spec_from_json(const nlohmann::ordered_json& json, const std::string& origin);
 
@@ -81,10 +72,10 @@ ModelSpec spec_from_json(const nlohmann::ordered_json& json, const std::string& 
 /// and its forward pass.
 struct BuiltModel {
   std::shared_ptr<torch::nn::Module> module;
-  models::Gpt gpt{nullptr};
-  models::Mlp mlp{nullptr};
-  models::ResNet resnet{nullptr};
-  models::Bert bert{nullptr};
+  Gpt gpt{nullptr};
+  Mlp mlp{nullptr};
+  ResNet resnet{nullptr};
+  Bert bert{nullptr};
   /// inputs -> logits: (B, T) bytes -> (B, T, vocab) for the GPT, (B, context) -> (B, vocab) for
   /// the MLP, (B, C, H, W) -> (B, classes) for the ResNet, (B, T) -> (B, classes) for the BERT.
   std::function<torch::Tensor(const torch::Tensor&)> forward;
@@ -101,4 +92,4 @@ BuiltModel build_model(const ModelSpec& spec);
 /// blocks, and only CheckpointMode::kNone is accepted for it (InputError otherwise).
 void set_checkpointing(BuiltModel& model, const nn::CheckpointPolicy& policy);
 
-}  // namespace bigbatch::cli
+}  // namespace bigbatch::models

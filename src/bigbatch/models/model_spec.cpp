@@ -1,17 +1,13 @@
-#include "bigbatch/cli/model_spec.h"
+#include "bigbatch/models/model_spec.h"
 
 #include <nlohmann/json.hpp>
 #include <type_traits>
 #include <utility>
 
-#include "bigbatch/cli/workload.h"
 #include "bigbatch/core/check.h"
-#include "bigbatch/data/fortune_collections.h"
-#include "bigbatch/data/image_dataset.h"
-#include "bigbatch/engine/objective.h"
 #include "bigbatch/nn/norm.h"
 
-namespace bigbatch::cli {
+namespace bigbatch::models {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -21,20 +17,6 @@ constexpr const char* kFormat = "bigbatch-model";
 constexpr int64_t kVersion = 1;
 /// Image pixels are divided by this before normalisation.
 constexpr int64_t kPixelScale = 255;
-
-/// Class names when the data gives none: "0" .. "N-1".
-std::vector<std::string> numbered_classes(int64_t classes) {
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < classes; ++i)
-    names.push_back(std::to_string(i));
-  return names;
-}
-
-/// Whether the config reads Debian's Fashion-MNIST training files.
-bool uses_default_fashion_mnist(const TrainConfig& config) {
-  return config.idx.train_images ==
-         data::fashion_mnist_paths(data::kFashionMnistDirectory, "train").images;
-}
 
 /// Reads a spec's JSON fields with errors that name the field.
 class Reader {
@@ -97,7 +79,7 @@ void validated(const Options& options, const std::string& where) {
 /// the one list of keys that spec_to_json and spec_from_json both go through. TORCH_ARG's
 /// non-const accessors give references to the fields.
 template <typename Visit>
-void for_each_option(models::GptOptions& o, Visit&& visit) {
+void for_each_option(GptOptions& o, Visit&& visit) {
   visit("vocab", o.vocab());
   visit("context", o.context());
   visit("layers", o.layers());
@@ -106,7 +88,7 @@ void for_each_option(models::GptOptions& o, Visit&& visit) {
   visit("dropout", o.dropout());
 }
 template <typename Visit>
-void for_each_option(models::MlpOptions& o, Visit&& visit) {
+void for_each_option(MlpOptions& o, Visit&& visit) {
   visit("vocab", o.vocab());
   visit("context", o.context());
   visit("embed", o.embed());
@@ -115,7 +97,7 @@ void for_each_option(models::MlpOptions& o, Visit&& visit) {
   visit("dropout", o.dropout());
 }
 template <typename Visit>
-void for_each_option(models::ResNetOptions& o, Visit&& visit) {
+void for_each_option(ResNetOptions& o, Visit&& visit) {
   visit("depth", o.depth());
   visit("width", o.width());
   visit("norm", o.norm());
@@ -123,7 +105,7 @@ void for_each_option(models::ResNetOptions& o, Visit&& visit) {
   visit("classes", o.classes());
 }
 template <typename Visit>
-void for_each_option(models::BertOptions& o, Visit&& visit) {
+void for_each_option(BertOptions& o, Visit&& visit) {
   visit("vocab", o.vocab());
   visit("pad_id", o.pad_id());
   visit("context", o.context());
@@ -245,13 +227,10 @@ void read_input(const Reader& in, ModelSpec& spec) {
   }
 }
 
-ModelKind parse_kind(const std::string& text, const std::string& where) {
-  for (const ModelKind kind :
-       {ModelKind::kGpt, ModelKind::kMlp, ModelKind::kResnet, ModelKind::kBert}) {
-    if (text == to_string(kind))
-      return kind;
-  }
-  throw InputError(cat(where, ".kind must be one of gpt|mlp|resnet|bert, got \"", text, "\""));
+/// The holder's forward pass as a function of the inputs.
+template <typename ModuleHolder>
+std::function<torch::Tensor(const torch::Tensor&)> forward_of(ModuleHolder model) {
+  return [model](const torch::Tensor& inputs) mutable { return model->forward(inputs); };
 }
 
 /// Converts the floating-point parameters and buffers of `module` to `dtype`, as PyTorch's
@@ -281,39 +260,6 @@ int64_t ModelSpec::classes() const {
   return 0;
 }
 
-ModelSpec describe_model(const TrainConfig& config, const LoadedData& data) {
-  ModelSpec spec;
-  spec.kind = config.model;
-  spec.float64 = config.float64;
-  if (config.model == ModelKind::kGpt) {
-    spec.gpt = config.gpt;
-  } else if (config.model == ModelKind::kMlp) {
-    spec.mlp = config.mlp;
-  } else if (config.model == ModelKind::kResnet) {
-    const auto* images = dynamic_cast<const data::ImageDataset*>(data.train.get());
-    BB_CHECK(images != nullptr, "describe_model: a resnet needs an ImageDataset to train on");
-    spec.resnet = config.resnet;
-    spec.resnet.classes(data.classes).in_channels(data.in_channels);
-    // model.norm_policy = "group" builds GroupNorm where the config asked for BatchNorm.
-    if (config.norm_policy == engine::NormPolicy::kGroup &&
-        spec.resnet.norm() == nn::NormKind::kBatch)
-      spec.resnet.norm(nn::NormKind::kGroup);
-    const auto sizes = images->images().sizes();  // (N, C, H, W)
-    spec.image = {sizes[1], sizes[2], sizes[3], images->options().mean(), images->options().std()};
-    spec.class_names = !images->class_names().empty() ? images->class_names()
-                       : uses_default_fashion_mnist(config) && data.classes == 10
-                           ? data::fashion_mnist_class_names()
-                           : numbered_classes(data.classes);
-  } else if (config.model == ModelKind::kBert) {
-    const auto* fortunes = dynamic_cast<const data::FortuneDataset*>(data.train.get());
-    BB_CHECK(fortunes != nullptr, "describe_model: a bert needs a FortuneDataset to train on");
-    spec.bert = config.bert;
-    spec.bert.classes(data.classes).context(fortunes->max_bytes()).pad_id(data::kFortunePadId);
-    spec.class_names = fortunes->class_names();
-  }
-  return spec;
-}
-
 json spec_to_json(const ModelSpec& spec) {
   json out = {{"format", kFormat},
               {"version", kVersion},
@@ -334,7 +280,7 @@ ModelSpec spec_from_json(const json& json_spec, const std::string& origin) {
                  top.integer("version"), " is not supported (this bigbatch reads version ",
                  kVersion, ")");
   ModelSpec spec;
-  spec.kind = parse_kind(top.string("kind"), top.where());
+  spec.kind = parse_model_kind(top.string("kind"), top.where() + ".kind");
   const std::string dtype = top.string("dtype");
   BB_CHECK_INPUT(dtype == "float32" || dtype == "float64", top.where(),
                  ".dtype must be \"float32\" or \"float64\", got \"", dtype, "\"");
@@ -354,24 +300,24 @@ BuiltModel build_model(const ModelSpec& spec) {
   BuiltModel built;
   switch (spec.kind) {
     case ModelKind::kGpt:
-      built.gpt = models::Gpt(spec.gpt);
+      built.gpt = Gpt(spec.gpt);
       built.module = built.gpt.ptr();
-      built.forward = engine::forward_of(built.gpt);
+      built.forward = forward_of(built.gpt);
       break;
     case ModelKind::kMlp:
-      built.mlp = models::Mlp(spec.mlp);
+      built.mlp = Mlp(spec.mlp);
       built.module = built.mlp.ptr();
-      built.forward = engine::forward_of(built.mlp);
+      built.forward = forward_of(built.mlp);
       break;
     case ModelKind::kResnet:
-      built.resnet = models::ResNet(spec.resnet);
+      built.resnet = ResNet(spec.resnet);
       built.module = built.resnet.ptr();
-      built.forward = engine::forward_of(built.resnet);
+      built.forward = forward_of(built.resnet);
       break;
     case ModelKind::kBert:
-      built.bert = models::Bert(spec.bert);
+      built.bert = Bert(spec.bert);
       built.module = built.bert.ptr();
-      built.forward = engine::forward_of(built.bert);
+      built.forward = forward_of(built.bert);
       break;
   }
   to_floating_dtype(*built.module, spec.dtype());
@@ -390,4 +336,4 @@ void set_checkpointing(BuiltModel& model, const nn::CheckpointPolicy& policy) {
                    "the mlp has no blocks to checkpoint; use checkpointing \"none\"");
 }
 
-}  // namespace bigbatch::cli
+}  // namespace bigbatch::models

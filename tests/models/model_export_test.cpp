@@ -1,20 +1,20 @@
 // cli/model_export: parameter and buffer names, the export's files, loading back bitwise, and the
 // errors for files that do not fit the model.
-#include "bigbatch/cli/model_export.h"
+#include "bigbatch/models/model_export.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli/export_support.h"
+#include "support/export_support.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
 namespace {
 
 namespace fs = std::filesystem;
-using cli::ModelKind;
+using models::ModelKind;
 
 std::vector<std::string> names_of(const std::vector<io::NamedTensor>& tensors) {
   std::vector<std::string> names;
@@ -29,8 +29,8 @@ class ModelExport : public ::testing::Test {
 
   /// The export of a trained resnet, and its tensors.
   io::Safetensors exported_resnet(const std::string& out) {
-    const cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
-    cli::export_model(*testing::trained_model(spec, 3).module, spec, out);
+    const models::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+    models::export_model(*testing::trained_model(spec, 3).module, spec, out);
     return io::read_safetensors(out);
   }
 
@@ -39,7 +39,7 @@ class ModelExport : public ::testing::Test {
   std::string load_error(std::vector<io::NamedTensor> tensors, const io::Safetensors& source) {
     const std::string file = path("broken.safetensors");
     io::write_safetensors(file, tensors, source.metadata);
-    const std::string message = testing::input_error_of([&] { cli::load_exported(file); });
+    const std::string message = testing::input_error_of([&] { models::load_exported(file); });
     EXPECT_NE(message.find(file), std::string::npos) << message;
     return message;
   }
@@ -49,8 +49,8 @@ class ModelExport : public ::testing::Test {
 
 TEST_F(ModelExport, StateTensorsHavePyTorchNamesInStateDictOrder) {
   torch::manual_seed(1);
-  const cli::BuiltModel gpt = cli::build_model(testing::small_spec(ModelKind::kGpt));
-  const std::vector<std::string> names = names_of(cli::state_tensors(*gpt.module));
+  const models::BuiltModel gpt = models::build_model(testing::small_spec(ModelKind::kGpt));
+  const std::vector<std::string> names = names_of(models::state_tensors(*gpt.module));
   const std::vector<std::string> first = {
       "tok_embed.weight",          "pos_embed.weight",         "blocks.0.ln1.weight",
       "blocks.0.ln1.bias",         "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
@@ -61,8 +61,8 @@ TEST_F(ModelExport, StateTensorsHavePyTorchNamesInStateDictOrder) {
   EXPECT_EQ(names.back(), "head.weight");
   EXPECT_EQ(names.size(), gpt.module->parameters().size());
 
-  const cli::BuiltModel resnet = cli::build_model(testing::small_spec(ModelKind::kResnet));
-  const std::vector<std::string> resnet_names = names_of(cli::state_tensors(*resnet.module));
+  const models::BuiltModel resnet = models::build_model(testing::small_spec(ModelKind::kResnet));
+  const std::vector<std::string> resnet_names = names_of(models::state_tensors(*resnet.module));
   const std::vector<std::string> stem = {"stem_conv.weight",      "stem_norm.weight",
                                          "stem_norm.bias",        "stem_norm.running_mean",
                                          "stem_norm.running_var", "stem_norm.num_batches_tracked",
@@ -72,17 +72,17 @@ TEST_F(ModelExport, StateTensorsHavePyTorchNamesInStateDictOrder) {
   EXPECT_EQ(resnet_names.size(),
             resnet.module->parameters().size() + resnet.module->buffers().size());
 
-  const cli::BuiltModel bert = cli::build_model(testing::small_spec(ModelKind::kBert));
-  EXPECT_EQ(names_of(cli::state_tensors(*bert.module)).front(), "cls");
+  const models::BuiltModel bert = models::build_model(testing::small_spec(ModelKind::kBert));
+  EXPECT_EQ(names_of(models::state_tensors(*bert.module)).front(), "cls");
 }
 
 TEST_F(ModelExport, WritesWeightsBuffersAndTheSpecTwice) {
-  const cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
-  const cli::BuiltModel model = testing::trained_model(spec, 3);
+  const models::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+  const models::BuiltModel model = testing::trained_model(spec, 3);
   const std::string out = path("model.safetensors");
-  cli::export_model(*model.module, spec, out);
+  models::export_model(*model.module, spec, out);
   const io::Safetensors file = io::read_safetensors(out);
-  EXPECT_EQ(names_of(file.tensors), names_of(cli::state_tensors(*model.module)));
+  EXPECT_EQ(names_of(file.tensors), names_of(models::state_tensors(*model.module)));
   const torch::Tensor* tracked = file.find("blocks.1.shortcut_norm.num_batches_tracked");
   ASSERT_NE(tracked, nullptr);
   EXPECT_EQ(tracked->scalar_type(), torch::kLong);
@@ -91,9 +91,9 @@ TEST_F(ModelExport, WritesWeightsBuffersAndTheSpecTwice) {
   ASSERT_NE(mean, nullptr);
   EXPECT_GT(mean->abs().max().item<double>(), 0.0);
   EXPECT_EQ(file.metadata.at("format"), "pt");
-  const nlohmann::ordered_json spec_json = cli::spec_to_json(spec);
-  EXPECT_EQ(nlohmann::ordered_json::parse(file.metadata.at(cli::kSpecMetadataKey)), spec_json);
-  ASSERT_EQ(cli::spec_path_for(out), path("model.json"));
+  const nlohmann::ordered_json spec_json = models::spec_to_json(spec);
+  EXPECT_EQ(nlohmann::ordered_json::parse(file.metadata.at(models::kSpecMetadataKey)), spec_json);
+  ASSERT_EQ(models::spec_path_for(out), path("model.json"));
   const std::string sidecar = testing::read_file(path("model.json"));
   EXPECT_EQ(nlohmann::ordered_json::parse(sidecar), spec_json);
   EXPECT_NE(sidecar.find("\n  \"kind\": \"resnet\""), std::string::npos) << sidecar;  // pretty
@@ -102,20 +102,20 @@ TEST_F(ModelExport, WritesWeightsBuffersAndTheSpecTwice) {
 TEST_F(ModelExport, LoadsBackBitwiseInEvalModeWithoutTouchingTheGenerator) {
   for (const ModelKind kind :
        {ModelKind::kGpt, ModelKind::kMlp, ModelKind::kResnet, ModelKind::kBert}) {
-    SCOPED_TRACE(cli::to_string(kind));
-    const cli::ModelSpec spec = testing::small_spec(kind);
-    const cli::BuiltModel model = testing::trained_model(spec, 5);
-    const std::string out = path(cli::to_string(kind) + ".safetensors");
-    cli::export_model(*model.module, spec, out);
+    SCOPED_TRACE(models::to_string(kind));
+    const models::ModelSpec spec = testing::small_spec(kind);
+    const models::BuiltModel model = testing::trained_model(spec, 5);
+    const std::string out = path(models::to_string(kind) + ".safetensors");
+    models::export_model(*model.module, spec, out);
     torch::manual_seed(99);
     const torch::Tensor before = torch::rand({4});
     torch::manual_seed(99);
-    const cli::ExportedModel loaded = cli::load_exported(out);
+    const models::ExportedModel loaded = models::load_exported(out);
     EXPECT_TRUE(torch::equal(torch::rand({4}), before));
     EXPECT_FALSE(loaded.model.module->is_training());
-    EXPECT_EQ(cli::spec_to_json(loaded.spec), cli::spec_to_json(spec));
-    const auto expected = cli::state_tensors(*model.module);
-    const auto found = cli::state_tensors(*loaded.model.module);
+    EXPECT_EQ(models::spec_to_json(loaded.spec), models::spec_to_json(spec));
+    const auto expected = models::state_tensors(*model.module);
+    const auto found = models::state_tensors(*loaded.model.module);
     ASSERT_EQ(names_of(found), names_of(expected));
     for (size_t i = 0; i < found.size(); ++i)
       EXPECT_TRUE(torch::equal(found[i].second, expected[i].second)) << found[i].first;
@@ -126,31 +126,32 @@ TEST_F(ModelExport, LoadsBackBitwiseInEvalModeWithoutTouchingTheGenerator) {
 }
 
 TEST_F(ModelExport, Float64ModelsExportFloat64AndKeepInt64Counters) {
-  cli::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+  models::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
   spec.float64 = true;
   const std::string out = path("resnet64.safetensors");
-  cli::export_model(*testing::trained_model(spec, 2).module, spec, out);
+  models::export_model(*testing::trained_model(spec, 2).module, spec, out);
   const io::Safetensors file = io::read_safetensors(out);
   EXPECT_EQ(file.find("head.weight")->scalar_type(), torch::kFloat64);
   EXPECT_EQ(file.find("stem_norm.running_var")->scalar_type(), torch::kFloat64);
   EXPECT_EQ(file.find("stem_norm.num_batches_tracked")->scalar_type(), torch::kLong);
-  EXPECT_EQ(cli::load_exported(out).model.module->parameters()[0].scalar_type(), torch::kFloat64);
+  EXPECT_EQ(models::load_exported(out).model.module->parameters()[0].scalar_type(),
+            torch::kFloat64);
 }
 
 TEST_F(ModelExport, RefusesAModuleThatIsNotTheSpecsAndAJsonPath) {
-  const cli::ModelSpec spec = testing::small_spec(ModelKind::kGpt);
-  cli::ModelSpec wider = spec;
+  const models::ModelSpec spec = testing::small_spec(ModelKind::kGpt);
+  models::ModelSpec wider = spec;
   wider.gpt.embed(32);
-  const cli::BuiltModel model = cli::build_model(wider);
+  const models::BuiltModel model = models::build_model(wider);
   std::string message = testing::input_error_of(
-      [&] { cli::export_model(*model.module, spec, path("m.safetensors")); });
+      [&] { models::export_model(*model.module, spec, path("m.safetensors")); });
   EXPECT_NE(message.find("tensor \"tok_embed.weight\" has shape [256, 32], the gpt model needs "
                          "[256, 16]"),
             std::string::npos)
       << message;
   EXPECT_FALSE(fs::exists(path("m.safetensors")));
-  message =
-      testing::input_error_of([&] { cli::export_model(*model.module, wider, path("model.json")); });
+  message = testing::input_error_of(
+      [&] { models::export_model(*model.module, wider, path("model.json")); });
   EXPECT_NE(message.find("ends in .json"), std::string::npos) << message;
 }
 
@@ -194,22 +195,22 @@ TEST_F(ModelExport, FilesWithoutAValidSpecAreNotExports) {
   const io::Safetensors file = exported_resnet(path("model.safetensors"));
   const std::string plain = path("plain.safetensors");
   io::write_safetensors(plain, file.tensors, {{"format", "pt"}});
-  std::string message = testing::input_error_of([&] { cli::load_exported(plain); });
+  std::string message = testing::input_error_of([&] { models::load_exported(plain); });
   EXPECT_NE(message.find(plain + ": not a bigbatch export"), std::string::npos) << message;
 
   const std::string garbled = path("garbled.safetensors");
-  io::write_safetensors(garbled, file.tensors, {{cli::kSpecMetadataKey, "{\"kind\": "}});
-  message = testing::input_error_of([&] { cli::load_exported(garbled); });
+  io::write_safetensors(garbled, file.tensors, {{models::kSpecMetadataKey, "{\"kind\": "}});
+  message = testing::input_error_of([&] { models::load_exported(garbled); });
   EXPECT_NE(message.find(garbled + ": the model spec in the metadata is not valid JSON"),
             std::string::npos)
       << message;
 
   nlohmann::ordered_json spec =
-      nlohmann::ordered_json::parse(file.metadata.at(cli::kSpecMetadataKey));
+      nlohmann::ordered_json::parse(file.metadata.at(models::kSpecMetadataKey));
   spec["options"]["depth"] = 9;
   const std::string invalid = path("invalid.safetensors");
-  io::write_safetensors(invalid, file.tensors, {{cli::kSpecMetadataKey, spec.dump()}});
-  message = testing::input_error_of([&] { cli::load_exported(invalid); });
+  io::write_safetensors(invalid, file.tensors, {{models::kSpecMetadataKey, spec.dump()}});
+  message = testing::input_error_of([&] { models::load_exported(invalid); });
   EXPECT_NE(message.find(invalid + ": model spec.options: ResNetOptions.depth must be 6n + 2"),
             std::string::npos)
       << message;

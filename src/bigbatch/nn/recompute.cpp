@@ -1,4 +1,4 @@
-#include "bigbatch/nn/checkpoint.h"
+#include "bigbatch/nn/recompute.h"
 
 #include <ATen/SequenceNumber.h>
 #include <ATen/autocast_mode.h>

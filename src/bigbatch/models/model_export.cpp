@@ -1,4 +1,4 @@
-#include "bigbatch/cli/model_export.h"
+#include "bigbatch/models/model_export.h"
 
 #include <filesystem>
 #include <map>
@@ -8,7 +8,7 @@
 #include "bigbatch/core/rng_state.h"
 #include "bigbatch/io/atomic_file.h"
 
-namespace bigbatch::cli {
+namespace bigbatch::models {
 namespace {
 
 std::string shape_text(const torch::Tensor& tensor) {
@@ -133,4 +133,4 @@ ExportedModel load_exported(const std::string& path) {
   return exported;
 }
 
-}  // namespace bigbatch::cli
+}  // namespace bigbatch::models

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "bigbatch/cli/model_spec.h"
 #include "bigbatch/io/safetensors.h"
+#include "bigbatch/models/model_spec.h"
 
-namespace bigbatch::cli {
+namespace bigbatch::models {
 
 /// The `__metadata__` key of an export's safetensors file that holds the model spec as JSON.
 inline constexpr const char* kSpecMetadataKey = "bigbatch_spec";
@@ -48,4 +48,4 @@ struct ExportedModel {
 /// of another shape or dtype (each naming the tensor, the expected and the found).
 ExportedModel load_exported(const std::string& path);
 
-}  // namespace bigbatch::cli
+}  // namespace bigbatch::models

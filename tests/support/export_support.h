@@ -7,41 +7,42 @@
 #include <string>
 #include <vector>
 
-#include "bigbatch/cli/model_spec.h"
+#include "bigbatch/models/model_spec.h"
 
 namespace bigbatch::testing {
 
 /// A small spec of `kind` (the resnet with `norm`): gpt 2 layers of width 16, context 16; mlp
 /// context 4; resnet-8 of width 4 on 3x8x8 images with per-channel mean and std, 5 classes;
 /// bert 2 layers of width 16, context 12, dropout 0.1, classes "art", "law", "zippy".
-inline cli::ModelSpec small_spec(cli::ModelKind kind, nn::NormKind norm = nn::NormKind::kBatch) {
-  cli::ModelSpec spec;
+inline models::ModelSpec small_spec(models::ModelKind kind,
+                                    nn::NormKind norm = nn::NormKind::kBatch) {
+  models::ModelSpec spec;
   spec.kind = kind;
   spec.gpt = models::GptOptions().context(16).layers(2).heads(2).embed(16);
   spec.mlp = models::MlpOptions().context(4).embed(8).hidden(16).layers(2);
   spec.resnet = models::ResNetOptions().depth(8).width(4).in_channels(3).classes(5).norm(norm);
   spec.image = {3, 8, 8, {0.5, 0.4, 0.3}, {0.25, 0.2, 0.3}};
   spec.bert = models::BertOptions().context(12).layers(2).heads(2).embed(16).classes(3);
-  if (kind == cli::ModelKind::kResnet)
+  if (kind == models::ModelKind::kResnet)
     spec.class_names = {"0", "1", "2", "3", "4"};
-  if (kind == cli::ModelKind::kBert)
+  if (kind == models::ModelKind::kBert)
     spec.class_names = {"art", "law", "zippy"};
   return spec;
 }
 
 /// A batch of `batch` inputs for the model of `spec` from `seed`: byte ids (the bert's padded at
 /// the end with pad_id, by a different amount per row) or images in the model's dtype.
-inline torch::Tensor sample_inputs(const cli::ModelSpec& spec, int64_t batch, uint64_t seed) {
+inline torch::Tensor sample_inputs(const models::ModelSpec& spec, int64_t batch, uint64_t seed) {
   torch::manual_seed(seed);
   switch (spec.kind) {
-    case cli::ModelKind::kGpt:
+    case models::ModelKind::kGpt:
       return torch::randint(0, 256, {batch, spec.gpt.context()}, torch::kLong);
-    case cli::ModelKind::kMlp:
+    case models::ModelKind::kMlp:
       return torch::randint(0, 256, {batch, spec.mlp.context()}, torch::kLong);
-    case cli::ModelKind::kResnet:
+    case models::ModelKind::kResnet:
       return torch::randn({batch, spec.image.channels, spec.image.height, spec.image.width},
                           torch::TensorOptions().dtype(spec.dtype()));
-    case cli::ModelKind::kBert: {
+    case models::ModelKind::kBert: {
       const int64_t context = spec.bert.context();
       torch::Tensor ids = torch::randint(0, 256, {batch, context}, torch::kLong);
       for (int64_t b = 0; b < batch; ++b)
@@ -54,9 +55,9 @@ inline torch::Tensor sample_inputs(const cli::ModelSpec& spec, int64_t batch, ui
 
 /// The model of `spec` built from `seed` and trained for two SGD steps in training mode on
 /// random targets (so weights, and BatchNorm running statistics, moved), returned in eval mode.
-inline cli::BuiltModel trained_model(const cli::ModelSpec& spec, uint64_t seed) {
+inline models::BuiltModel trained_model(const models::ModelSpec& spec, uint64_t seed) {
   torch::manual_seed(seed);
-  cli::BuiltModel model = cli::build_model(spec);
+  models::BuiltModel model = models::build_model(spec);
   torch::optim::SGD sgd(model.module->parameters(), torch::optim::SGDOptions(0.1));
   model.module->train();
   for (uint64_t step = 0; step < 2; ++step) {

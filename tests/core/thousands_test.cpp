@@ -1,11 +1,11 @@
-#include "bigbatch/data/thousands.h"
+#include "bigbatch/core/table.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
 
-namespace bigbatch::data {
+namespace bigbatch {
 namespace {
 
 TEST(GroupThousands, GroupsDigitsInThrees) {
@@ -19,4 +19,4 @@ TEST(GroupThousands, GroupsDigitsInThrees) {
 }
 
 }  // namespace
-}  // namespace bigbatch::data
+}  // namespace bigbatch

@@ -1,0 +1,122 @@
+#include "bigbatch/job/plan_table.h"
+
+#include "bigbatch/core/bytes.h"
+#include "bigbatch/core/check.h"
+#include "bigbatch/memory/tracker.h"
+#include "bigbatch/models/model_info.h"
+
+namespace bigbatch::job {
+namespace {
+
+void add_model_section(Table& table, const TrainingJobOptions& options, const Workload& w,
+                       const engine::Plan& plan) {
+  table.section("model");
+  table.add("model", w.name, w.description);
+  const bool float64 = !w.module->parameters().empty() &&
+                       w.module->parameters().front().scalar_type() == torch::kFloat64;
+  table.add("parameters", human_count(static_cast<double>(models::parameter_count(*w.module))),
+            float64 ? "float64" : "float32");
+  table.add("precision", nn::to_string(options.precision),
+            options.precision == nn::Precision::kFp32
+                ? std::string("no autocast")
+                : cat("forward passes autocast to ", nn::to_string(options.precision),
+                      "; weights, gradients and accumulation in float32"));
+  if (options.precision == nn::Precision::kBf16) {
+    const bool fp32_kernels = nn::bf16_matmul() == nn::Bf16Matmul::kFp32;
+    table.add("bf16 matmuls", fp32_kernels ? "fp32 kernels" : "native",
+              cat(fp32_kernels ? "bf16-rounded operands and results, fp32 arithmetic"
+                               : "oneDNN's bf16 kernels",
+                  " (bf16_matmul = \"", nn::to_string(options.bf16_matmul), "\")"));
+  }
+  if (w.describe_model)
+    w.describe_model(table, plan);
+}
+
+/// The loss_scale and on_nonfinite rows of the optimization section.
+void add_nonfinite_rows(Table& table, const TrainingJobOptions& options) {
+  const engine::LossScalerOptions& scaler = options.loss_scaler;
+  if (loss_scaling_enabled(options)) {
+    table.add("loss_scale", "dynamic",
+              cat("init ", scaler.init_scale(), ", x", scaler.growth_factor(), " after ",
+                  scaler.growth_interval(), " clean windows, x", scaler.backoff_factor(),
+                  " on overflow, min ", scaler.min_scale()));
+  } else {
+    table.add("loss_scale", "off",
+              options.loss_scale == LossScaleMode::kAuto ? "auto: only with fp16, not in use"
+                                                         : "not scaled");
+  }
+  const engine::TrainerOptions& trainer = options.trainer;
+  table.add("on_nonfinite", engine::to_string(trainer.on_nonfinite()),
+            trainer.on_nonfinite() == engine::NonFinitePolicy::kSkip
+                ? cat("inf/NaN window dropped, no step; stop after ",
+                      trainer.max_consecutive_skips(), " in a row")
+                : std::string("stop at the first inf/NaN loss or gradient"));
+}
+
+void add_optimization_section(Table& table, const TrainingJobOptions& options, const Workload& w) {
+  table.section("optimization");
+  const engine::OptimizerOptions& optim = options.optimizer;
+  table.add("optimizer", engine::to_string(optim.kind()),
+            optim.kind() == engine::OptimizerKind::kAdamW
+                ? cat("betas (", optim.beta1(), ", ", optim.beta2(), "), weight decay ",
+                      optim.weight_decay())
+                : cat("momentum ", optim.momentum(), ", weight decay ", optim.weight_decay()));
+  table.add("schedule", engine::to_string(options.schedule.kind()),
+            cat(options.schedule.warmup_steps(), " warmup steps, final lr x",
+                options.schedule.min_lr_ratio()));
+  table.add("max_grad_norm", cat(options.trainer.max_grad_norm()),
+            "clipping of the window gradient");
+  add_nonfinite_rows(table, options);
+  table.add("loss", w.objective->unit() == engine::LossUnit::kToken ? "per token" : "per sample",
+            "mean over the whole window");
+}
+
+void add_run_section(Table& table, const TrainingJobOptions& options, const PlanFacts& facts) {
+  table.section("run");
+  table.add(
+      "steps", std::to_string(facts.steps),
+      cat(facts.windows_per_epoch, " windows per epoch (",
+          format_fixed(
+              static_cast<double>(facts.steps) / static_cast<double>(facts.windows_per_epoch), 2),
+          " epochs)"));
+  const bool onednn = facts.threads.backend == MatmulBackend::kOneDnn;
+  table.add(
+      "threads", std::to_string(facts.threads.openmp),
+      onednn ? "OpenMP; oneDNN (convolutions, bf16 matmuls) runs over these" : "OpenMP (intra-op)");
+  table.add(
+      "blas_threads",
+      facts.threads.blas > 0 ? std::to_string(facts.threads.blas) : std::string("-"),
+      onednn ? "OpenBLAS (fp32 matmuls; few in bf16)" : "OpenBLAS; fp32 matmuls run on these");
+  const int64_t concurrent = options.trainer.concurrent_micro_batches();
+  if (concurrent > 1) {
+    table.add("concurrent", std::to_string(concurrent),
+              "micro-batches of a window run at once, one per thread; their activations exist "
+              "at once");
+  }
+  table.add("run_dir", facts.run_dir.empty() ? "(not written)" : facts.run_dir);
+}
+
+}  // namespace
+
+Table plan_table(const TrainingJobOptions& options, const Workload& w, const engine::Plan& plan,
+                 const PlanFacts& facts) {
+  Table table("bigbatch plan");
+  add_model_section(table, options, w, plan);
+  table.section("data");
+  table.add("source", w.data_description);
+  table.add("train", w.train->describe());
+  table.add("validation", w.val ? w.val->describe() : "none");
+  table.section("batch");
+  plan.describe(table);
+  if (!facts.micro_batch_search.empty())
+    table.add("micro_batch auto", facts.micro_batch_search, "largest that fits memory.budget");
+  const memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
+  table.add("memory.budget",
+            options.memory_budget > 0 ? format_bytes(options.memory_budget) : "none",
+            cat("tensor memory; ", format_bytes(tracker.current_bytes()), " in use at start"));
+  add_optimization_section(table, options, w);
+  add_run_section(table, options, facts);
+  return table;
+}
+
+}  // namespace bigbatch::job

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <exception>
 #include <limits>
 #include <numeric>
@@ -11,34 +10,20 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/rng_state.h"
-#include "bigbatch/data/prefetcher.h"
-#include "bigbatch/engine/window_sampler.h"
+#include "bigbatch/engine/evaluation.h"
+#include "bigbatch/engine/window_feed.h"
 #include "bigbatch/memory/tracker.h"
+#include "bigbatch/nn/mode_guard.h"
 
 namespace bigbatch::engine {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = Trainer::Clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-/// Restores a module's train/eval mode when it goes out of scope.
-class ModeGuard {
- public:
-  ModeGuard(torch::nn::Module& module, bool train) : module_(module), was_(module.is_training()) {
-    module_.train(train);
-  }
-  ~ModeGuard() { module_.train(was_); }
-  ModeGuard(const ModeGuard&) = delete;
-  ModeGuard& operator=(const ModeGuard&) = delete;
-
- private:
-  torch::nn::Module& module_;
-  bool was_;
-};
 
 /// Every rank's random generator states, in rank order (each rank's states have the same sizes).
 std::vector<std::vector<std::pair<std::string, torch::Tensor>>> gather_rng_states(
@@ -65,65 +50,6 @@ void add_communication(metrics::WindowRecord& record, const dist::CommStats& bef
 }
 
 }  // namespace
-
-/// The windows of a run, drawn from a WindowSampler in its order, and their micro-batches (of
-/// this rank's shard), requested from a data::Prefetcher at the plan's split in the same order.
-/// Windows after the current one are drawn early (the sampler is deterministic, so its order is the
-/// same as drawing each when due) and requested while fewer than the prefetcher's depth of batches
-/// are pending, so that gathering them overlaps the current window's compute.
-class Trainer::Feed {
- public:
-  Feed(const data::Dataset& data, const Plan& plan, uint64_t seed, int64_t depth,
-       DataPosition start, int64_t rank)
-      : sampler_(data.size(), plan.global_batch, seed, start),
-        prefetcher_(data, depth),
-        rank_(rank) {}
-
-  /// The next window of the sampler; its micro-batches are requested (at `plan`'s split).
-  Window take(const Plan& plan) {
-    if (ahead_.empty())
-      draw(plan);
-    Window window = std::move(ahead_.front());
-    ahead_.pop_front();
-    return window;
-  }
-  /// The oldest requested micro-batch; rethrows the error gathering it raised.
-  data::Batch next() { return prefetcher_.next(); }
-  /// Draws and requests windows while at most `windows` are ahead and fewer batches than the
-  /// depth are pending. Call once the current window's batches are all taken.
-  void look_ahead(const Plan& plan, int64_t windows) {
-    while (static_cast<int64_t>(ahead_.size()) < windows &&
-           prefetcher_.pending() < prefetcher_.depth())
-      draw(plan);
-  }
-  /// Drops every pending batch, then requests `current` and the windows ahead at `plan`'s split.
-  void restart(const Window& current, const Plan& plan) {
-    prefetcher_.clear();
-    request(current, plan);
-    for (const Window& window : ahead_)
-      request(window, plan);
-  }
-
- private:
-  void draw(const Plan& plan) {
-    ahead_.push_back(sampler_.next());
-    request(ahead_.back(), plan);
-  }
-  void request(const Window& window, const Plan& plan) {
-    const ShardRange shard =
-        shard_range(static_cast<int64_t>(window.indices.size()), rank_, plan.world_size);
-    auto begin = window.indices.begin() + shard.begin;
-    for (const int64_t size : plan.split_window(shard.size())) {
-      prefetcher_.request(std::vector<int64_t>(begin, begin + size));
-      begin += size;
-    }
-  }
-
-  WindowSampler sampler_;
-  data::Prefetcher prefetcher_;
-  std::deque<Window> ahead_;  ///< drawn and requested, not yet taken
-  int64_t rank_;
-};
 
 void validate(const TrainerOptions& options) {
   BB_CHECK_INPUT(options.total_steps() > 0, "train.steps = ", options.total_steps(),
@@ -179,110 +105,131 @@ void Trainer::resume(const LoopState& state) {
   resume_from_ = state;
 }
 
-TrainSummary Trainer::fit() {
+void Trainer::join_data_parallel(GradientAccumulator& accumulator) {
+  dist::Communicator* const communicator = setup_.communicator;
+  if (communicator == nullptr)
+    return;
   torch::nn::Module& model = *setup_.model;
-  GradientAccumulator accumulator(model.parameters(), *setup_.optimizer, setup_.schedule,
+  dist::broadcast_module(*communicator, model);  // every rank starts from rank 0's weights
+  reducer_ = std::make_unique<dist::GradientReducer>(
+      *communicator, model.parameters(),
+      dist::ReducerOptions().bucket_bytes(options_.bucket_bytes()));
+  accumulator.set_data_parallel(communicator, reducer_.get());
+}
+
+Trainer::RunProgress Trainer::start_run(GradientAccumulator& accumulator) {
+  RunProgress run;
+  run.summary.first_val_loss = run.summary.last_val_loss = std::numeric_limits<double>::quiet_NaN();
+  windows_ = consecutive_skips_ = 0;
+  if (resume_from_) {
+    run.summary = resume_from_->summary;
+    run.summary.stopped = false;
+    windows_ = resume_from_->windows;
+    consecutive_skips_ = resume_from_->consecutive_skips;
+    accumulator.set_steps_taken(run.summary.steps);
+    steps_taken_ = run.summary.steps;
+  }
+  run.seconds_before = run.summary.seconds;
+  run.start = Clock::now();
+  run.has_val = setup_.val_data != nullptr && setup_.val_data->size() > 0;
+  if (run.has_val && options_.eval_every() > 0 && !resume_from_) {
+    const metrics::EvalRecord first = evaluate();
+    run.summary.first_val_loss = first.loss;
+    report_eval(first);
+  }
+  return run;
+}
+
+TrainSummary Trainer::fit() {
+  GradientAccumulator accumulator(setup_.model->parameters(), *setup_.optimizer, setup_.schedule,
                                   AccumulatorOptions()
                                       .unit(setup_.objective->unit())
                                       .max_grad_norm(options_.max_grad_norm())
                                       .on_nonfinite(options_.on_nonfinite()));
   accumulator.set_loss_scaler(setup_.loss_scaler);
-  dist::Communicator* const communicator = setup_.communicator;
-  if (communicator != nullptr) {
-    dist::broadcast_module(*communicator, model);  // every rank starts from rank 0's weights
-    reducer_ = std::make_unique<dist::GradientReducer>(
-        *communicator, model.parameters(),
-        dist::ReducerOptions().bucket_bytes(options_.bucket_bytes()));
-    accumulator.set_data_parallel(communicator, reducer_.get());
-  }
-  Feed feed(*setup_.train_data, plan_, options_.seed(), options_.prefetch_depth(),
-            resume_from_ ? resume_from_->data : DataPosition{}, rank_);
-
-  TrainSummary summary;
-  summary.first_val_loss = summary.last_val_loss = std::numeric_limits<double>::quiet_NaN();
-  windows_ = consecutive_skips_ = 0;
-  if (resume_from_) {
-    summary = resume_from_->summary;
-    summary.stopped = false;
-    windows_ = resume_from_->windows;
-    consecutive_skips_ = resume_from_->consecutive_skips;
-    accumulator.set_steps_taken(summary.steps);
-    steps_taken_ = summary.steps;
-  }
-  const double seconds_before = summary.seconds;
-  const auto start = Clock::now();
-  const bool has_val = setup_.val_data != nullptr && setup_.val_data->size() > 0;
-  if (has_val && options_.eval_every() > 0 && !resume_from_) {
-    const metrics::EvalRecord first = evaluate();
-    summary.first_val_loss = first.loss;
-    report_eval(first);
-  }
-
-  ModeGuard training(model, true);
+  join_data_parallel(accumulator);
+  WindowFeed feed(*setup_.train_data, plan_, options_.seed(), options_.prefetch_depth(),
+                  resume_from_ ? resume_from_->data : DataPosition{}, rank_);
+  RunProgress run = start_run(accumulator);
+  nn::ModeGuard training(*setup_.model, true);
   while (accumulator.steps_taken() < options_.total_steps()) {
     const auto window_start = Clock::now();
-    memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
-    tracker.reset_peak();
+    memory::MemoryTracker::instance().reset_peak();
     const dist::CommStats comm_before =
-        communicator != nullptr ? communicator->stats() : dist::CommStats{};
+        setup_.communicator != nullptr ? setup_.communicator->stats() : dist::CommStats{};
     const Window window = feed.take(plan_);                             // 1. take a window
     const WindowResult result = run_window(accumulator, feed, window);  // 2. + 3.
-    // 4. Observe.
-    ++windows_;
-    const double step_seconds = seconds_since(window_start);
-    summary.train_seconds += step_seconds;
-    summary.steps = steps_taken_ = accumulator.steps_taken();
-    summary.epochs_started = window.epoch + 1;
-    summary.samples += result.counts.samples;
-    summary.tokens += result.counts.tokens;
-    summary.skipped_steps += result.skipped ? 1 : 0;
-    consecutive_skips_ = result.skipped ? consecutive_skips_ + 1 : 0;
-    if (!result.skipped)
-      summary.last_train_loss = result.mean_loss;
-    metrics::WindowRecord record =
-        make_record(result, window.epoch, step_seconds, seconds_before + seconds_since(start));
-    record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
-    record.skipped_steps = summary.skipped_steps;
-    if (communicator != nullptr)
-      add_communication(record, comm_before, communicator->stats(), reducer_->last_window());
-    summary.peak_bytes = std::max(summary.peak_bytes, record.peak_bytes);
-    for (metrics::MetricsSink* sink : sinks_)
-      sink->on_window(record);
-
-    const bool last = !result.skipped && result.step == options_.total_steps();
-    if (result.skipped) {
-      on_skipped(result, consecutive_skips_);  // no evaluation is due: not a step
-    } else if (has_val &&
-               (last || (options_.eval_every() > 0 && result.step % options_.eval_every() == 0))) {
-      const metrics::EvalRecord eval = evaluate();
-      summary.last_val_loss = eval.loss;
-      summary.last_val_accuracy = eval.accuracy;
-      report_eval(eval);
-    }
-    // 5. Persist.
-    summary.final_micro_batch = plan_.micro_batch;
-    summary.final_loss_scale = setup_.loss_scaler != nullptr ? setup_.loss_scaler->scale() : 0.0;
-    summary.seconds = seconds_before + seconds_since(start);
-    const bool stop = stop_requested();
-    const bool due = !result.skipped && options_.checkpoint_every() > 0 &&
-                     result.step % options_.checkpoint_every() == 0;
-    if (last || due || stop)
-      save_checkpoint(summary, window.end());
-    if (stop && !last) {
-      summary.stopped = true;
-      notify(cat("stopped on request after ", windows_, " windows (optimizer step ", summary.steps,
-                 " of ", options_.total_steps(), ")"));
+    steps_taken_ = accumulator.steps_taken();
+    observe(run, window, result, seconds_since(window_start), comm_before);  // 4.
+    if (persist(run, window, result))                                        // 5.
       break;
-    }
   }
-  summary.final_micro_batch = plan_.micro_batch;
-  summary.final_loss_scale = setup_.loss_scaler != nullptr ? setup_.loss_scaler->scale() : 0.0;
-  summary.seconds = seconds_before + seconds_since(start);
+  update_totals(run);
   for (metrics::MetricsSink* sink : sinks_)
     sink->on_finish();
   accumulator.set_data_parallel(nullptr, nullptr);
   reducer_.reset();
-  return summary;
+  return run.summary;
+}
+
+void Trainer::observe(RunProgress& run, const Window& window, const WindowResult& result,
+                      double step_seconds, const dist::CommStats& comm_before) {
+  TrainSummary& summary = run.summary;
+  ++windows_;
+  summary.train_seconds += step_seconds;
+  summary.steps = steps_taken_;
+  summary.epochs_started = window.epoch + 1;
+  summary.samples += result.counts.samples;
+  summary.tokens += result.counts.tokens;
+  summary.skipped_steps += result.skipped ? 1 : 0;
+  consecutive_skips_ = result.skipped ? consecutive_skips_ + 1 : 0;
+  if (!result.skipped)
+    summary.last_train_loss = result.mean_loss;
+  metrics::WindowRecord record = make_record(result, window.epoch, step_seconds,
+                                             run.seconds_before + seconds_since(run.start));
+  const memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
+  record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
+  record.skipped_steps = summary.skipped_steps;
+  if (setup_.communicator != nullptr) {
+    add_communication(record, comm_before, setup_.communicator->stats(), reducer_->last_window());
+  }
+  summary.peak_bytes = std::max(summary.peak_bytes, record.peak_bytes);
+  for (metrics::MetricsSink* sink : sinks_)
+    sink->on_window(record);
+  if (result.skipped) {
+    on_skipped(result, consecutive_skips_);  // no evaluation is due: not a step
+    return;
+  }
+  const bool last = result.step == options_.total_steps();
+  if (run.has_val &&
+      (last || (options_.eval_every() > 0 && result.step % options_.eval_every() == 0))) {
+    const metrics::EvalRecord eval = evaluate();
+    summary.last_val_loss = eval.loss;
+    summary.last_val_accuracy = eval.accuracy;
+    report_eval(eval);
+  }
+}
+
+bool Trainer::persist(RunProgress& run, const Window& window, const WindowResult& result) {
+  update_totals(run);
+  const bool last = !result.skipped && result.step == options_.total_steps();
+  const bool stop = stop_requested();
+  const bool due = !result.skipped && options_.checkpoint_every() > 0 &&
+                   result.step % options_.checkpoint_every() == 0;
+  if (last || due || stop)
+    save_checkpoint(run.summary, window.end());
+  if (!stop || last)
+    return false;
+  run.summary.stopped = true;
+  notify(cat("stopped on request after ", windows_, " windows (optimizer step ", run.summary.steps,
+             " of ", options_.total_steps(), ")"));
+  return true;
+}
+
+void Trainer::update_totals(RunProgress& run) const {
+  run.summary.final_micro_batch = plan_.micro_batch;
+  run.summary.final_loss_scale = setup_.loss_scaler != nullptr ? setup_.loss_scaler->scale() : 0.0;
+  run.summary.seconds = run.seconds_before + seconds_since(run.start);
 }
 
 bool Trainer::stop_requested() {
@@ -327,7 +274,7 @@ void Trainer::save_checkpoint(const TrainSummary& summary, const DataPosition& p
   }
 }
 
-Trainer::PreparedWindow Trainer::prepare(Feed& feed, const Window& window,
+Trainer::PreparedWindow Trainer::prepare(WindowFeed& feed, const Window& window,
                                          int64_t windows_ahead) const {
   PreparedWindow prepared;
   const size_t micro_batches =
@@ -341,7 +288,7 @@ Trainer::PreparedWindow Trainer::prepare(Feed& feed, const Window& window,
   return prepared;
 }
 
-WindowResult Trainer::run_window(GradientAccumulator& accumulator, Feed& feed,
+WindowResult Trainer::run_window(GradientAccumulator& accumulator, WindowFeed& feed,
                                  const Window& window) {
   // A retried window draws the same random numbers (dropout) as its first attempt did.
   const RngState rng_at_start = RngState::capture(torch::kCPU);
@@ -377,7 +324,7 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, Feed& feed,
   }
 }
 
-void Trainer::accumulate_window(GradientAccumulator& accumulator, Feed& feed,
+void Trainer::accumulate_window(GradientAccumulator& accumulator, WindowFeed& feed,
                                 const Window& window) {
   // The windows after this one that will be trained if no window is skipped.
   const int64_t windows_ahead = options_.total_steps() - accumulator.steps_taken() - 1;
@@ -394,7 +341,7 @@ void Trainer::accumulate_window(GradientAccumulator& accumulator, Feed& feed,
     accumulator.backward(setup_.objective->loss_sum(prepared.batches[i]), prepared.counts[i]);
 }
 
-void Trainer::restart_window(const GradientAccumulator& accumulator, Feed& feed,
+void Trainer::restart_window(const GradientAccumulator& accumulator, WindowFeed& feed,
                              const Window& window, const std::string& where) {
   const int64_t smaller = plan_.micro_batch / 2;
   notify(cat("out of memory", where, " at micro-batch ", plan_.micro_batch, " in step ",
@@ -453,51 +400,8 @@ metrics::WindowRecord Trainer::make_record(const WindowResult& result, int64_t e
 
 metrics::EvalRecord Trainer::evaluate() {
   BB_CHECK(setup_.val_data != nullptr, "evaluate() without validation data");
-  const auto start = Clock::now();
-  torch::NoGradGuard no_grad;
-  ModeGuard eval_mode(*setup_.model, false);
-  const data::Dataset& val = *setup_.val_data;
-  const int64_t available = val.size();
-  const int64_t count =
-      options_.eval_samples() > 0 ? std::min(options_.eval_samples(), available) : available;
-  double loss_sum = 0.0;
-  int64_t correct = 0;  // -1 once a batch has no notion of a correct prediction
-  Counts total;
-  const ShardRange shard = shard_of(count);
-  for (int64_t begin = shard.begin; begin < shard.end; begin += plan_.micro_batch) {
-    std::vector<int64_t> indices(std::min(plan_.micro_batch, shard.end - begin));
-    std::iota(indices.begin(), indices.end(), begin);
-    const data::Batch batch = val.get(indices);
-    total += setup_.objective->count(batch);
-    const EvalSums sums = setup_.objective->evaluate(batch);
-    loss_sum += sums.loss_sum.item<double>();
-    correct = (correct < 0 || sums.correct < 0) ? -1 : correct + sums.correct;
-  }
-  if (setup_.communicator != nullptr) {
-    // (5) float64: loss sum, correct predictions, samples, tokens, ranks without accuracy.
-    torch::Tensor sums =
-        torch::tensor({loss_sum, static_cast<double>(std::max<int64_t>(correct, 0)),
-                       static_cast<double>(total.samples), static_cast<double>(total.tokens),
-                       correct < 0 ? 1.0 : 0.0},
-                      torch::kFloat64);
-    setup_.communicator->all_reduce(sums, dist::Traffic::kControl,
-                                    "all-reduce of the evaluation sums");
-    const auto summed = sums.accessor<double, 1>();
-    loss_sum = summed[0];
-    correct = summed[4] > 0 ? -1 : static_cast<int64_t>(summed[1]);
-    total = Counts{static_cast<int64_t>(summed[2]), static_cast<int64_t>(summed[3])};
-  }
-  const double units =
-      static_cast<double>(std::max<int64_t>(1, total.units(setup_.objective->unit())));
-  metrics::EvalRecord record;
-  record.step = steps_taken_;
-  record.loss = loss_sum / units;
-  if (correct >= 0)
-    record.accuracy = static_cast<double>(correct) / units;
-  record.samples = total.samples;
-  record.tokens = total.tokens;
-  record.seconds = seconds_since(start);
-  return record;
+  return engine::evaluate({setup_.model, setup_.objective, setup_.val_data, options_.eval_samples(),
+                           plan_.micro_batch, steps_taken_, setup_.communicator});
 }
 
 void Trainer::report_eval(metrics::EvalRecord record) {

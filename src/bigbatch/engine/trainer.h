@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "bigbatch/engine/lr_schedule.h"
 #include "bigbatch/engine/objective.h"
 #include "bigbatch/engine/plan.h"
+#include "bigbatch/engine/window_feed.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/metrics/sink.h"
 
@@ -176,6 +178,8 @@ struct LoopState {
 /// windows after the checkpoint again, from the same state, to the same result.
 class Trainer {
  public:
+  using Clock = std::chrono::steady_clock;
+
   Trainer(const TrainingSetup& setup, TrainerOptions options);
   /// Adds a receiver of window and evaluation records (not owned).
   void add_sink(metrics::MetricsSink* sink) { sinks_.push_back(sink); }
@@ -191,8 +195,24 @@ class Trainer {
   metrics::EvalRecord evaluate();
 
  private:
-  /// The run's windows in sampler order and their micro-batches, gathered on a data::Prefetcher.
-  class Feed;
+  /// What fit() carries from window to window besides the trainer's counters.
+  struct RunProgress {
+    TrainSummary summary;
+    double seconds_before = 0.0;  ///< wall time of the run before a resume
+    Clock::time_point start;      ///< when this fit() began
+    bool has_val = false;         ///< validation data to evaluate on
+  };
+  /// Data parallel: rank 0's weights broadcast, the gradient reducer handed to `accumulator`.
+  void join_data_parallel(GradientAccumulator& accumulator);
+  /// The summary at the start (a resumed run's so far) and the first evaluation when due.
+  RunProgress start_run(GradientAccumulator& accumulator);
+  /// Phase 4: counters, the window's record to the sinks, evaluation when due.
+  void observe(RunProgress& run, const Window& window, const WindowResult& result,
+               double step_seconds, const dist::CommStats& comm_before);
+  /// Phase 5: a checkpoint when due; true when the run stops here on request.
+  bool persist(RunProgress& run, const Window& window, const WindowResult& result);
+  /// The summary's micro-batch, loss scale and wall time as of now.
+  void update_totals(RunProgress& run) const;
   /// A window's micro-batches, gathered and counted before the first forward pass.
   struct PreparedWindow {
     std::vector<data::Batch> batches;
@@ -201,15 +221,15 @@ class Trainer {
   };
   /// Takes the window's micro-batches from the feed and counts them, then lets the feed request
   /// up to `windows_ahead` windows after it.
-  PreparedWindow prepare(Feed& feed, const Window& window, int64_t windows_ahead) const;
+  PreparedWindow prepare(WindowFeed& feed, const Window& window, int64_t windows_ahead) const;
   /// Phases 2 and 3 of a window, restarting it at half the micro-batch on out of memory.
-  WindowResult run_window(GradientAccumulator& accumulator, Feed& feed, const Window& window);
+  WindowResult run_window(GradientAccumulator& accumulator, WindowFeed& feed, const Window& window);
   /// Phase 2: hooks told, then forward + backward of every micro-batch of the window.
-  void accumulate_window(GradientAccumulator& accumulator, Feed& feed, const Window& window);
+  void accumulate_window(GradientAccumulator& accumulator, WindowFeed& feed, const Window& window);
   /// Halves the micro-batch after out of memory in phase 2 (here, or on another rank: `where`)
   /// and re-requests the pending windows.
-  void restart_window(const GradientAccumulator& accumulator, Feed& feed, const Window& window,
-                      const std::string& where);
+  void restart_window(const GradientAccumulator& accumulator, WindowFeed& feed,
+                      const Window& window, const std::string& where);
   /// Phase 3: the boundary, then the hooks; out of memory here is an error, not a restart.
   WindowResult finish_window(GradientAccumulator& accumulator);
   metrics::WindowRecord make_record(const WindowResult& result, int64_t epoch, double step_seconds,

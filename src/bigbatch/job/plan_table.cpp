@@ -28,8 +28,8 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                                : "oneDNN's bf16 kernels",
                   " (bf16_matmul = \"", nn::to_string(options.bf16_matmul), "\")"));
   }
-  if (w.describe_model)
-    w.describe_model(table, plan);
+  if (w.add_model_rows)
+    w.add_model_rows(table, plan);
 }
 
 /// The loss_scale and on_nonfinite rows of the optimization section.

@@ -34,7 +34,7 @@ struct Workload {
   std::string data_description;  ///< the data source in one line, for the plan table
   /// Extra rows of the plan table's model section (precision, checkpointing, norm policy, ...),
   /// given the resolved plan; may be empty.
-  std::function<void(Table&, const engine::Plan&)> describe_model;
+  std::function<void(Table&, const engine::Plan&)> add_model_rows;
   /// What rebuilds the module without its data (models::spec_to_json), saved in every
   /// checkpoint for `bigbatch export`; null for a model that cannot be exported that way.
   nlohmann::ordered_json model_spec;

@@ -79,7 +79,7 @@ class BertImpl : public torch::nn::Module {
   torch::nn::Embedding pos_embed{nullptr};
   /// The learned [CLS] vector (embed), a parameter.
   torch::Tensor cls;
-  /// The `layers` BertBlock modules, applied in order.
+  /// The `layers` PreLnBlock modules (transformer_parts), applied in order.
   torch::nn::ModuleList blocks{nullptr};
   /// Final LayerNorm(embed), applied to the [CLS] state.
   torch::nn::LayerNorm ln_f{nullptr};

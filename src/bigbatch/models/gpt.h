@@ -68,7 +68,7 @@ class GptImpl : public torch::nn::Module {
   torch::nn::Embedding tok_embed{nullptr};
   /// Embedding(context, embed) of the positions 0..T-1.
   torch::nn::Embedding pos_embed{nullptr};
-  /// The `layers` GptBlock modules, applied in order.
+  /// The `layers` PreLnBlock modules (transformer_parts), applied in order.
   torch::nn::ModuleList blocks{nullptr};
   /// Final LayerNorm(embed).
   torch::nn::LayerNorm ln_f{nullptr};

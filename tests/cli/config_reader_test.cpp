@@ -104,6 +104,18 @@ TEST(ConfigReader, ErrorsNameWhereTheValueCameFrom) {
   EXPECT_EQ(message.rfind("--set: optim.name = \"adam\" is not allowed", 0), 0u) << message;
 }
 
+TEST(ConfigReader, EachKeyDeclaresHowItMayChangeOnResume) {
+  ConfigReader c;
+  c.get_int("train.threads", 0, "", cli::ResumeChange::kFree);
+  c.get_string("memory.budget", "", "", cli::ResumeChange::kPermitted);
+  c.get_choice("optim.name", "adamw", {"adamw", "sgd"}, "");
+  const std::map<std::string, cli::ResumeChange> changes = c.resume_changes();
+  EXPECT_EQ(changes.at("train.threads"), cli::ResumeChange::kFree);
+  EXPECT_EQ(changes.at("memory.budget"), cli::ResumeChange::kPermitted);
+  EXPECT_EQ(changes.at("optim.name"), cli::ResumeChange::kForbidden);  // the default
+  EXPECT_EQ(changes.size(), 3u);
+}
+
 TEST(ConfigReader, ResolvedTomlRoundTrips) {
   ConfigReader c = ConfigReader::from_string("[optim]\nlr = 0.25\n", "t.toml");
   c.get_double("optim.lr", 1e-3, "learning rate");

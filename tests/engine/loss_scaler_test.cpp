@@ -88,7 +88,7 @@ TEST(LossScaler, BacksOffToMinScaleAndAnOverflowThereIsAnError) {
     FAIL() << "expected a runtime_error";
   } catch (const std::runtime_error& error) {
     const std::string message = error.what();
-    EXPECT_NE(message.find("loss scale reached its minimum (2 = loss_scale.min_scale)"),
+    EXPECT_NE(message.find("loss scale reached its minimum (2 = LossScalerOptions.min_scale)"),
               std::string::npos)
         << message;
     EXPECT_NE(message.find("3 windows skipped"), std::string::npos) << message;
@@ -162,7 +162,7 @@ TEST(LossScaler, StateRoundTripContinuesIdentically) {
   EXPECT_EQ(second.state().skipped_windows, 1);
   EXPECT_NE(testing::input_error_of([&] {
               second.load_state({0.5, 0, 0});
-            }).find("scale = 0.5 must be finite and >= loss_scale.min_scale = 1"),
+            }).find("scale = 0.5 must be finite and >= LossScalerOptions.min_scale = 1"),
             std::string::npos);
 }
 
@@ -170,17 +170,17 @@ TEST(LossScaler, OptionsOutOfRangeAreInputErrorsNamingTheKey) {
   const auto error_of = [](const LossScalerOptions& options) {
     return testing::input_error_of([&] { LossScaler scaler(options); });
   };
-  EXPECT_NE(error_of(LossScalerOptions().growth_factor(1)).find("loss_scale.growth_factor = 1"),
+  EXPECT_NE(error_of(LossScalerOptions().growth_factor(1)).find("LossScalerOptions.growth_factor = 1"),
             std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().backoff_factor(1)).find("loss_scale.backoff_factor = 1"),
+  EXPECT_NE(error_of(LossScalerOptions().backoff_factor(1)).find("LossScalerOptions.backoff_factor = 1"),
             std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().backoff_factor(0)).find("loss_scale.backoff_factor = 0"),
+  EXPECT_NE(error_of(LossScalerOptions().backoff_factor(0)).find("LossScalerOptions.backoff_factor = 0"),
             std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().min_scale(0)).find("loss_scale.min_scale = 0"),
+  EXPECT_NE(error_of(LossScalerOptions().min_scale(0)).find("LossScalerOptions.min_scale = 0"),
             std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().init_scale(0.5)).find("loss_scale.init_scale = 0.5"),
+  EXPECT_NE(error_of(LossScalerOptions().init_scale(0.5)).find("LossScalerOptions.init_scale = 0.5"),
             std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().growth_interval(0)).find("loss_scale.growth_interval = 0"),
+  EXPECT_NE(error_of(LossScalerOptions().growth_interval(0)).find("LossScalerOptions.growth_interval = 0"),
             std::string::npos);
 }
 

@@ -180,7 +180,7 @@ TEST(NonFiniteTraining, TooManySkipsInARowStopNamingTheStepAndCount) {
   EXPECT_EQ(error.step(), 3);
   EXPECT_NE(std::string(error.what())
                 .find("stopping at optimizer step 3: 4 windows in a row were skipped as "
-                      "non-finite (more than train.max_consecutive_skips = 3)"),
+                      "non-finite (more than TrainerOptions.max_consecutive_skips = 3)"),
             std::string::npos)
       << error.what();
   options.inf_calls = {9, 13, 17, 25};  // three in a row, then a clean window: no stop

@@ -50,35 +50,35 @@ TEST(Plan, LearningRateScalingRules) {
 }
 
 TEST(Plan, ImpossibleSettingsNameTheFieldAndValue) {
-  EXPECT_NE(error_of(BatchOptions().global_batch(0)).find("batch.global_batch = 0"),
+  EXPECT_NE(error_of(BatchOptions().global_batch(0)).find("BatchOptions.global_batch = 0"),
             std::string::npos);
-  EXPECT_NE(error_of(BatchOptions().global_batch(-4)).find("batch.global_batch = -4"),
+  EXPECT_NE(error_of(BatchOptions().global_batch(-4)).find("BatchOptions.global_batch = -4"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(-1)).find("micro_batch = -1"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(128))
-                .find("batch.micro_batch = 128 is larger than batch.global_batch = 64"),
+                .find("BatchOptions.micro_batch = 128 is larger than BatchOptions.global_batch = 64"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(8).accum_steps(4))
-                .find("is 32, not batch.global_batch = 64"),
+                .find("is 32, not BatchOptions.global_batch = 64"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).accum_steps(100)).find("accum_steps = 100"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(9).accum_steps(4)).find("accum_steps = 4"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).world_size(3))
-                .find("batch.global_batch = 64 does not split evenly over 3 processes"),
+                .find("BatchOptions.global_batch = 64 does not split evenly over 3 processes"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().world_size(0)).find("world size"), std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).world_size(2).micro_batch(40))
-                .find("batch.micro_batch = 40 is larger than the per-process batch "
-                      "(batch.global_batch = 64 / 2 processes = 32)"),
+                .find("BatchOptions.micro_batch = 40 is larger than the per-process batch "
+                      "(BatchOptions.global_batch = 64 / 2 processes = 32)"),
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).world_size(2).micro_batch(8).accum_steps(8))
                 .find("is 64, not the per-process batch"),
             std::string::npos);
-  EXPECT_NE(error_of(BatchOptions().base_lr(-1)).find("optim.lr = -1"), std::string::npos);
-  EXPECT_NE(error_of(BatchOptions().base_lr(NAN)).find("optim.lr = nan"), std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().base_lr(-1)).find("BatchOptions.base_lr = -1"), std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().base_lr(NAN)).find("BatchOptions.base_lr = nan"), std::string::npos);
 }
 
 TEST(Plan, WorldSizeSplitsTheGlobalBatchOverTheRanks) {

@@ -175,7 +175,7 @@ TEST(TrainingEquivalence, OutOfMemoryAtTheWindowBoundaryIsAnErrorNotARetry) {
     const std::string message = error.what();
     EXPECT_NE(message.find("out of memory at the window boundary of step 1"), std::string::npos)
         << message;
-    EXPECT_NE(message.find("raise memory.budget"), std::string::npos) << message;
+    EXPECT_NE(message.find("raise the memory budget"), std::string::npos) << message;
   }
   EXPECT_TRUE(sink.notices.empty()) << "retried: " << sink.notices.front();
 }

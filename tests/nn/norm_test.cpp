@@ -301,7 +301,7 @@ TEST(BatchNorm, RefusesATrainingForwardThatRunsConcurrentlyWithOthers) {
     expect_contains(input_error_of([&] {
                       norm->forward(torch::randn({4, 3}));
                     }),
-                    {"BatchNorm in training mode", "train.concurrent_micro_batches = 1"});
+                    {"BatchNorm in training mode", "TrainerOptions.concurrent_micro_batches = 1"});
     EXPECT_TRUE(torch::equal(norm->running_mean, running_mean));
     norm->eval();  // reads the statistics only
     EXPECT_EQ(norm->forward(torch::randn({4, 3})).sizes(), (std::vector<int64_t>{4, 3}));

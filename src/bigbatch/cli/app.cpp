@@ -8,6 +8,7 @@
 #include "bigbatch/cli/doctor_command.h"
 #include "bigbatch/cli/export_command.h"
 #include "bigbatch/cli/generate_command.h"
+#include "bigbatch/cli/option_keys.h"
 #include "bigbatch/cli/plot_command.h"
 #include "bigbatch/cli/predict_command.h"
 #include "bigbatch/cli/reproduce_command.h"
@@ -215,11 +216,11 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return run_config(config_options, out);
   } catch (const InputError& error) {
     out.flush();
-    err << "error: " << error.what() << "\n";
+    err << "error: " << with_config_keys(error.what()) << "\n";
     return 2;
   } catch (const std::exception& error) {
     out.flush();
-    err << "error: " << error.what() << "\n";
+    err << "error: " << with_config_keys(error.what()) << "\n";
     return 1;
   }
 }

@@ -348,6 +348,47 @@ nlohmann::json to_json(const AutoCheck& c) {
           {"error", c.error}};
 }
 
+/// Every (checkpointing, micro-batch) point of the sweep, printed as it is measured.
+std::vector<Point> sweep(const BenchSetup& bench, const BenchMemoryOptions& options,
+                         std::ostream& out) {
+  out << "measuring " << options.checkpointing.size() * options.micro_batches.size() << " points, "
+      << options.steps << " timed steps each after one warm-up step\n"
+      << std::flush;
+  std::vector<Point> points;
+  for (const std::string& policy : options.checkpointing) {
+    for (const int64_t micro_batch : options.micro_batches) {
+      points.push_back(measure(bench, policy, micro_batch, options.steps));
+      const Point& p = points.back();
+      out << "  " << policy << " " << p.accum_steps << " x " << micro_batch << ": "
+          << (p.fits ? cat("peak ", format_bytes(p.memory.peak), ", ",
+                           format_fixed(p.step_seconds, 3), " s/step")
+                     : std::string("out of memory"))
+          << "\n"
+          << std::flush;
+    }
+  }
+  return points;
+}
+
+/// micro_batch = "auto" against trying every size, for each checkpointing policy.
+std::vector<AutoCheck> check_auto_for_each_policy(const BenchSetup& bench,
+                                                  const BenchMemoryOptions& options,
+                                                  const std::vector<Point>& points,
+                                                  std::ostream& out) {
+  out << "\nchecking micro_batch = \"auto\" under the budget\n" << std::flush;
+  std::vector<AutoCheck> checks;
+  for (const std::string& policy : options.checkpointing) {
+    // Sizes at and above one that already ran out of memory in the sweep are not retried.
+    int64_t first_to_try = bench.config.job.batch.global_batch();
+    for (const Point& p : points) {
+      if (p.policy == policy && !p.fits)
+        first_to_try = std::min(first_to_try, p.micro_batch - 1);
+    }
+    checks.push_back(check_auto(bench, policy, first_to_try, out));
+  }
+  return checks;
+}
+
 }  // namespace
 
 int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
@@ -370,38 +411,14 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   BenchSetup bench{config, data, tracker.current_bytes(), options.steps};
   tracker.set_budget(config.job.memory_budget);
 
-  out << "measuring " << options.checkpointing.size() * options.micro_batches.size() << " points, "
-      << options.steps << " timed steps each after one warm-up step\n"
-      << std::flush;
-  std::vector<Point> points;
-  for (const std::string& policy : options.checkpointing) {
-    for (const int64_t micro_batch : options.micro_batches) {
-      points.push_back(measure(bench, policy, micro_batch, options.steps));
-      const Point& p = points.back();
-      out << "  " << policy << " " << p.accum_steps << " x " << micro_batch << ": "
-          << (p.fits ? cat("peak ", format_bytes(p.memory.peak), ", ",
-                           format_fixed(p.step_seconds, 3), " s/step")
-                     : std::string("out of memory"))
-          << "\n"
-          << std::flush;
-    }
-  }
+  const std::vector<Point> points = sweep(bench, options, out);
   const std::string table = render_table(points, config);
   out << "\n" << table;
 
   std::vector<AutoCheck> checks;
   std::string auto_table;
   if (config.job.memory_budget > 0) {
-    out << "\nchecking micro_batch = \"auto\" under the budget\n" << std::flush;
-    for (const std::string& policy : options.checkpointing) {
-      // Sizes at and above one that already ran out of memory in the sweep are not retried.
-      int64_t first_to_try = config.job.batch.global_batch();
-      for (const Point& p : points) {
-        if (p.policy == policy && !p.fits)
-          first_to_try = std::min(first_to_try, p.micro_batch - 1);
-      }
-      checks.push_back(check_auto(bench, policy, first_to_try, out));
-    }
+    checks = check_auto_for_each_policy(bench, options, points, out);
     auto_table =
         render_auto_checks(checks, config.job.memory_budget, config.job.batch.global_batch());
     out << "\n" << auto_table;

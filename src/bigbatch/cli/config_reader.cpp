@@ -25,6 +25,7 @@ struct Entry {
   std::string key;
   std::string value_toml;  // the value as TOML text
   std::string help;
+  ResumeChange resume = ResumeChange::kForbidden;
 };
 
 std::string type_name(const toml::node& node) {
@@ -114,9 +115,9 @@ struct ConfigReader::State {
 
   /// The node at `key`, or null; records the key as known.
   const toml::node* find(const std::string& key, const std::string& help,
-                         const std::string& default_text) {
+                         const std::string& default_text, ResumeChange resume) {
     if (read_keys.insert(key).second)
-      entries.push_back({key, default_text, help});
+      entries.push_back({key, default_text, help, resume});
     const toml::node* node = document.at_path(key).node();
     return node;
   }
@@ -131,8 +132,8 @@ struct ConfigReader::State {
   /// The value at `key` if it has exactly TOML type T (no conversion), `fallback` when absent.
   template <typename T>
   T get_exact(const std::string& key, const T& fallback, const std::string& help,
-              const std::string& expected) {
-    const toml::node* node = find(key, help, value_text<T>(fallback));
+              const std::string& expected, ResumeChange resume) {
+    const toml::node* node = find(key, help, value_text<T>(fallback), resume);
     if (node == nullptr)
       return fallback;
     const toml::value<T>* typed = node->as<T>();
@@ -217,12 +218,14 @@ void ConfigReader::set_override(const std::string& assignment) {
   state_->overridden.insert(key);
 }
 
-int64_t ConfigReader::get_int(const std::string& key, int64_t fallback, const std::string& help) {
-  return state_->get_exact<int64_t>(key, fallback, help, "an integer");
+int64_t ConfigReader::get_int(const std::string& key, int64_t fallback, const std::string& help,
+                              ResumeChange resume) {
+  return state_->get_exact<int64_t>(key, fallback, help, "an integer", resume);
 }
 
-double ConfigReader::get_double(const std::string& key, double fallback, const std::string& help) {
-  const toml::node* node = state_->find(key, help, value_text<double>(fallback));
+double ConfigReader::get_double(const std::string& key, double fallback, const std::string& help,
+                                ResumeChange resume) {
+  const toml::node* node = state_->find(key, help, value_text<double>(fallback), resume);
   if (node == nullptr)
     return fallback;
   double value = 0.0;
@@ -237,23 +240,24 @@ double ConfigReader::get_double(const std::string& key, double fallback, const s
   return value;
 }
 
-bool ConfigReader::get_bool(const std::string& key, bool fallback, const std::string& help) {
-  return state_->get_exact<bool>(key, fallback, help, "true or false");
+bool ConfigReader::get_bool(const std::string& key, bool fallback, const std::string& help,
+                            ResumeChange resume) {
+  return state_->get_exact<bool>(key, fallback, help, "true or false", resume);
 }
 
 std::string ConfigReader::get_string(const std::string& key, const std::string& fallback,
-                                     const std::string& help) {
-  return state_->get_exact<std::string>(key, fallback, help, "a string");
+                                     const std::string& help, ResumeChange resume) {
+  return state_->get_exact<std::string>(key, fallback, help, "a string", resume);
 }
 
 std::string ConfigReader::get_choice(const std::string& key, const std::string& fallback,
                                      const std::vector<std::string>& choices,
-                                     const std::string& help) {
+                                     const std::string& help, ResumeChange resume) {
   std::string options;
   for (const std::string& choice : choices) {
     options += (options.empty() ? "\"" : ", \"") + choice + "\"";
   }
-  const std::string value = get_string(key, fallback, help + " (one of " + options + ")");
+  const std::string value = get_string(key, fallback, help + " (one of " + options + ")", resume);
   BB_CHECK_INPUT(std::find(choices.begin(), choices.end(), value) != choices.end(), where(key),
                  ": ", key, " = \"", value, "\" is not allowed; expected one of ", options);
   return value;
@@ -261,8 +265,9 @@ std::string ConfigReader::get_choice(const std::string& key, const std::string& 
 
 std::optional<int64_t> ConfigReader::get_int_or_keyword(const std::string& key, int64_t fallback,
                                                         const std::string& keyword,
-                                                        const std::string& help) {
-  const toml::node* node = state_->find(key, help, value_text<int64_t>(fallback));
+                                                        const std::string& help,
+                                                        ResumeChange resume) {
+  const toml::node* node = state_->find(key, help, value_text<int64_t>(fallback), resume);
   if (node == nullptr)
     return fallback;
   if (node->is_integer()) {
@@ -328,6 +333,13 @@ std::string ConfigReader::resolved_toml() const {
     out << "\n";
   }
   return out.str();
+}
+
+std::map<std::string, ResumeChange> ConfigReader::resume_changes() const {
+  std::map<std::string, ResumeChange> changes;
+  for (const Entry& entry : state_->entries)
+    changes[entry.key] = entry.resume;
+  return changes;
 }
 
 std::vector<std::pair<std::string, std::string>> ConfigReader::resolved_values() const {

@@ -2,6 +2,7 @@
 // errors that name the key, the value and what was expected.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,13 @@
 #include <vector>
 
 namespace bigbatch::cli {
+
+/// How a key may differ between a run and its resumption, declared where the key is read.
+enum class ResumeChange {
+  kForbidden,  ///< another model, data, batch or optimizer: a new run, never a resumption
+  kPermitted,  ///< changes later steps but continues the same run: needs --allow-changes
+  kFree,       ///< does not change what is computed (threads, logging, evaluation, checkpoints)
+};
 
 /// Typed access to a TOML document by dotted key ("batch.global_batch"). Every key read is
 /// recorded with its default and help text, so that after reading, any key the user wrote that no
@@ -39,27 +47,35 @@ class ConfigReader {
   void set_override(const std::string& assignment);
 
   /// The integer at `key`, or `fallback` when absent. A float, string or boolean is an error.
-  int64_t get_int(const std::string& key, int64_t fallback, const std::string& help);
+  /// Each getter takes the key's ResumeChange last (kForbidden when not given).
+  int64_t get_int(const std::string& key, int64_t fallback, const std::string& help,
+                  ResumeChange resume = ResumeChange::kForbidden);
   /// The number at `key` (integers accepted), or `fallback`.
-  double get_double(const std::string& key, double fallback, const std::string& help);
+  double get_double(const std::string& key, double fallback, const std::string& help,
+                    ResumeChange resume = ResumeChange::kForbidden);
   /// The boolean at `key`, or `fallback`.
-  bool get_bool(const std::string& key, bool fallback, const std::string& help);
+  bool get_bool(const std::string& key, bool fallback, const std::string& help,
+                ResumeChange resume = ResumeChange::kForbidden);
   /// The string at `key`, or `fallback`.
   std::string get_string(const std::string& key, const std::string& fallback,
-                         const std::string& help);
+                         const std::string& help, ResumeChange resume = ResumeChange::kForbidden);
   /// A string that must be one of `choices`; the help lists them.
   std::string get_choice(const std::string& key, const std::string& fallback,
-                         const std::vector<std::string>& choices, const std::string& help);
+                         const std::vector<std::string>& choices, const std::string& help,
+                         ResumeChange resume = ResumeChange::kForbidden);
 
   /// An integer, or the string `keyword` (returned as nullopt): batch.micro_batch = 8 | "auto".
   std::optional<int64_t> get_int_or_keyword(const std::string& key, int64_t fallback,
-                                            const std::string& keyword, const std::string& help);
+                                            const std::string& keyword, const std::string& help,
+                                            ResumeChange resume = ResumeChange::kForbidden);
 
   /// Throws InputError listing every key present in the document that was never read, with the
   /// closest known key as a suggestion.
   void check_all_used() const;
   /// Every key read, with the value in effect, as commented TOML grouped by section.
   std::string resolved_toml() const;
+  /// How each key read may change on resume, as its getter declared it.
+  std::map<std::string, ResumeChange> resume_changes() const;
   /// Every key read and its value in effect as TOML text ("batch.global_batch" -> "64"), in the
   /// order read.
   std::vector<std::pair<std::string, std::string>> resolved_values() const;

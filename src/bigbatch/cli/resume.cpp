@@ -8,40 +8,10 @@
 
 namespace bigbatch::cli {
 
-ResumeChange resume_change_of(const std::string& key) {
-  static const std::map<std::string, ResumeChange> classes = {
-      {"train.threads", ResumeChange::kFree},
-      {"model.bf16_matmul", ResumeChange::kFree},
-      {"train.blas_threads", ResumeChange::kFree},
-      {"train.prefetch_depth", ResumeChange::kFree},
-      {"train.concurrent_micro_batches", ResumeChange::kFree},
-      {"train.log_every", ResumeChange::kFree},
-      {"train.eval_every", ResumeChange::kFree},
-      {"train.eval_samples", ResumeChange::kFree},
-      {"train.run_dir", ResumeChange::kFree},
-      {"checkpoint.every", ResumeChange::kFree},
-      {"checkpoint.keep", ResumeChange::kFree},
-      {"dist.timeout", ResumeChange::kFree},
-      {"dist.backend", ResumeChange::kFree},
-      {"dist.bucket_mb", ResumeChange::kFree},
-      {"sample.prompt", ResumeChange::kFree},
-      {"sample.bytes", ResumeChange::kFree},
-      {"sample.temperature", ResumeChange::kFree},
-      {"sample.top_k", ResumeChange::kFree},
-      {"batch.micro_batch", ResumeChange::kPermitted},
-      {"memory.budget", ResumeChange::kPermitted},
-      {"train.steps", ResumeChange::kPermitted},
-      {"train.epochs", ResumeChange::kPermitted},
-      {"train.on_nonfinite", ResumeChange::kPermitted},
-      {"train.max_consecutive_skips", ResumeChange::kPermitted},
-  };
-  const auto found = classes.find(key);
-  return found == classes.end() ? ResumeChange::kForbidden : found->second;
-}
-
 std::vector<std::string> check_resume_changes(
     const std::vector<std::pair<std::string, std::string>>& saved,
-    const std::vector<std::pair<std::string, std::string>>& resumed, bool allow_changes) {
+    const std::vector<std::pair<std::string, std::string>>& resumed,
+    const std::map<std::string, ResumeChange>& changes, bool allow_changes) {
   const std::map<std::string, std::string> before(saved.begin(), saved.end());
   std::vector<std::string> notices;
   std::string refused;
@@ -53,7 +23,9 @@ std::vector<std::string> check_resume_changes(
     if (old_value == value)
       continue;
     const std::string change = cat(key, ": ", old_value, " -> ", value);
-    const ResumeChange kind = resume_change_of(key);
+    const auto declared = changes.find(key);
+    const ResumeChange kind =
+        declared == changes.end() ? ResumeChange::kForbidden : declared->second;
     if (kind == ResumeChange::kFree) {
       notices.push_back(cat("resumed with ", change));
     } else if (kind == ResumeChange::kPermitted && allow_changes) {
@@ -125,7 +97,7 @@ RunStart decide_start(const TrainCommandOptions& options, bool leader, std::ostr
     start.config = load_config(resumed);
   }
   start.notices = check_resume_changes(saved.resolved_values, start.config.resolved_values,
-                                       options.allow_changes);
+                                       start.config.resume_changes, options.allow_changes);
   start.micro_batch_changed = value_of(saved.resolved_values, "batch.micro_batch") !=
                               value_of(start.config.resolved_values, "batch.micro_batch");
   start.config.job.run.directory = start.resume_dir;

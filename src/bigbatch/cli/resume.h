@@ -1,33 +1,27 @@
 // Resuming a run: which config changes a resumed run may make.
 #pragma once
 
+#include <map>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bigbatch/cli/config_reader.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/cli/train_config.h"
 
 namespace bigbatch::cli {
 
-/// How a config key may differ between a run and its resumption.
-enum class ResumeChange {
-  kFree,       ///< does not change what is computed (threads, logging, evaluation, checkpoints)
-  kPermitted,  ///< changes later steps but continues the same run: needs --allow-changes
-  kForbidden,  ///< another model, data, batch or optimizer: a new run, never a resumption
-};
-
-/// The class of a config key ("batch.micro_batch" -> kPermitted).
-ResumeChange resume_change_of(const std::string& key);
-
 /// Compares a run's saved config values with those of its resumption (key -> value as TOML
-/// text, ConfigReader::resolved_values). Returns one notice per accepted change; throws
-/// InputError listing every change that is not accepted, each with both values: kForbidden
-/// always, kPermitted unless `allow_changes`.
+/// text, ConfigReader::resolved_values), each key judged by the ResumeChange its getter declared
+/// (`changes`, ConfigReader::resume_changes; a key not there is kForbidden). Returns one notice
+/// per accepted change; throws InputError listing every change that is not accepted, each with
+/// both values: kForbidden always, kPermitted unless `allow_changes`.
 std::vector<std::string> check_resume_changes(
     const std::vector<std::pair<std::string, std::string>>& saved,
-    const std::vector<std::pair<std::string, std::string>>& resumed, bool allow_changes);
+    const std::vector<std::pair<std::string, std::string>>& resumed,
+    const std::map<std::string, ResumeChange>& changes, bool allow_changes);
 
 /// The config a run trains with and, when it continues an earlier run, where that run is.
 struct RunStart {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bigbatch/cli/option_keys.h"
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/data/image_dataset.h"
@@ -30,7 +31,7 @@ void validated(const ConfigReader& c, const Options& options) {
   try {
     validate(options);
   } catch (const InputError& error) {
-    throw InputError(cat(c.source(), ": ", error.what()));
+    throw InputError(cat(c.source(), ": ", with_config_keys(error.what())));
   }
 }
 
@@ -124,12 +125,13 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    "kernels of the matrix products model.precision = \"bf16\" computes in: "
                    "fp32 = bf16-rounded operands on fp32 kernels (the same bf16 results, ~3x "
                    "faster on CPUs without bf16 instructions), native = oneDNN's bf16 kernels, "
-                   "auto = fp32 unless the CPU has avx512_bf16 or amx_bf16"),
+                   "auto = fp32 unless the CPU has avx512_bf16 or amx_bf16",
+                   ResumeChange::kFree),
       "model.bf16_matmul");
   try {
     nn::check_precision_supported(t.job.precision, torch::kCPU, "model.precision");
   } catch (const InputError& error) {
-    throw InputError(cat(c.source(), ": ", error.what()));
+    throw InputError(cat(c.source(), ": ", with_config_keys(error.what())));
   }
   read_block_models(c, t);
   t.model.gpt.context(c.get_int("gpt.context", 64, "bytes of context the model sees"))
@@ -173,7 +175,8 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
   const std::optional<int64_t> micro_batch = c.get_int_or_keyword(
       "batch.micro_batch", accum_steps > 0 ? 0 : 8, "auto",
       "samples per forward/backward pass; 0 = from accum_steps; \"auto\" = largest that fits "
-      "memory.budget");
+      "memory.budget",
+      ResumeChange::kPermitted);
   t.job.auto_micro_batch = !micro_batch.has_value();
   BB_CHECK_INPUT(!t.job.auto_micro_batch || accum_steps == 0, c.source(),
                  ": batch.micro_batch = \"auto\" chooses accum_steps too; leave batch.accum_steps "
@@ -186,7 +189,8 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
 
 void read_memory(ConfigReader& c, TrainConfig& t) {
   const std::string budget = c.get_string(
-      "memory.budget", "", "tensor memory allowed, e.g. \"1.5GiB\"; over it is out of memory");
+      "memory.budget", "", "tensor memory allowed, e.g. \"1.5GiB\"; over it is out of memory",
+      ResumeChange::kPermitted);
   t.job.memory_budget = budget.empty() ? 0 : parse_bytes(budget, "memory.budget");
   BB_CHECK_INPUT(!t.job.auto_micro_batch || t.job.memory_budget > 0, c.source(),
                  ": batch.micro_batch = \"auto\" needs memory.budget (for example \"2GiB\")");
@@ -244,22 +248,23 @@ void read_loss_scale(ConfigReader& c, TrainConfig& t) {
   try {
     engine::check_loss_scaler_options(t.job.loss_scaler);
   } catch (const InputError& error) {
-    throw InputError(cat(c.source(), ": ", error.what()));
+    throw InputError(cat(c.source(), ": ", with_config_keys(error.what())));
   }
 }
 
 /// An integer key that must be at least `minimum`.
 int64_t read_at_least(ConfigReader& c, const std::string& key, int64_t fallback, int64_t minimum,
-                      const std::string& help) {
-  const int64_t value = c.get_int(key, fallback, help);
+                      const std::string& help, ResumeChange resume = ResumeChange::kForbidden) {
+  const int64_t value = c.get_int(key, fallback, help, resume);
   BB_CHECK_INPUT(value >= minimum, c.where(key), ": ", key, " = ", value, " must be >= ", minimum);
   return value;
 }
 
 /// A number key that must be positive and finite.
 double read_positive(ConfigReader& c, const std::string& key, double fallback,
-                     const std::string& help, const std::string& unit) {
-  const double value = c.get_double(key, fallback, help);
+                     const std::string& help, const std::string& unit,
+                     ResumeChange resume = ResumeChange::kForbidden) {
+  const double value = c.get_double(key, fallback, help, resume);
   BB_CHECK_INPUT(value > 0 && std::isfinite(value), c.where(key), ": ", key, " = ", value,
                  " must be a positive number", unit);
   return value;
@@ -268,53 +273,63 @@ double read_positive(ConfigReader& c, const std::string& key, double fallback,
 void read_loop(ConfigReader& c, TrainConfig& t) {
   engine::TrainerOptions& trainer = t.job.trainer;
   const int64_t steps =
-      read_at_least(c, "train.steps", 300, 0, "optimizer steps (windows); 0 = use train.epochs");
+      read_at_least(c, "train.steps", 300, 0, "optimizer steps (windows); 0 = use train.epochs",
+                    ResumeChange::kPermitted);
   t.job.epochs =
-      read_at_least(c, "train.epochs", 0, 0, "passes over the training split; overrides steps");
+      read_at_least(c, "train.epochs", 0, 0, "passes over the training split; overrides steps",
+                    ResumeChange::kPermitted);
   BB_CHECK_INPUT(steps > 0 || t.job.epochs > 0, c.source(),
                  ": train.steps and train.epochs are both 0; set one of them");
   trainer.total_steps(t.job.epochs > 0 ? 0 : steps);
-  trainer.eval_every(
-      c.get_int("train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end"));
-  trainer.eval_samples(c.get_int("train.eval_samples", 512, "validation samples per evaluation"));
-  t.job.run.log_every =
-      c.get_int("train.log_every", 10, "progress line every N steps (non-terminal)");
+  trainer.eval_every(c.get_int(
+      "train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end", ResumeChange::kFree));
+  trainer.eval_samples(c.get_int("train.eval_samples", 512, "validation samples per evaluation",
+                                 ResumeChange::kFree));
+  t.job.run.log_every = c.get_int(
+      "train.log_every", 10, "progress line every N steps (non-terminal)", ResumeChange::kFree);
   trainer.on_nonfinite(engine::parse_nonfinite_policy(
       c.get_choice("train.on_nonfinite", "skip", {"skip", "abort"},
-                   "a window with inf/NaN loss or gradient: drop it (no step) or stop"),
+                   "a window with inf/NaN loss or gradient: drop it (no step) or stop",
+                   ResumeChange::kPermitted),
       "train.on_nonfinite"));
-  trainer.max_consecutive_skips(
-      read_at_least(c, "train.max_consecutive_skips", trainer.max_consecutive_skips(), 0,
-                    "more skipped windows in a row than this stop the run"));
+  trainer.max_consecutive_skips(read_at_least(
+      c, "train.max_consecutive_skips", trainer.max_consecutive_skips(), 0,
+      "more skipped windows in a row than this stop the run", ResumeChange::kPermitted));
   t.data.seed = static_cast<uint64_t>(
       read_at_least(c, "train.seed", 1, 0, "seeds initialisation and data order"));
   trainer.seed(t.data.seed);
   t.job.threads.backend(job::builtin_backend(t.model.kind))
       .openmp(read_at_least(c, "train.threads", 0, 0,
-                            "OpenMP intra-op threads; 0 = automatic (fp32: 1, bf16: all cores)"))
+                            "OpenMP intra-op threads; 0 = automatic (fp32: 1, bf16: all cores)",
+                            ResumeChange::kFree))
       .blas(read_at_least(c, "train.blas_threads", 0, 0,
-                          "OpenBLAS threads; 0 = automatic (fp32: all cores, bf16: 1)"));
+                          "OpenBLAS threads; 0 = automatic (fp32: all cores, bf16: 1)",
+                          ResumeChange::kFree));
   trainer.prefetch_depth(
       read_at_least(c, "train.prefetch_depth", trainer.prefetch_depth(), 0,
                     "micro-batches of the next windows gathered on a background thread while "
-                    "this one computes (extra memory); 0 = gather in the training thread"));
+                    "this one computes (extra memory); 0 = gather in the training thread",
+                    ResumeChange::kFree));
   trainer.concurrent_micro_batches(c.get_int(
       "train.concurrent_micro_batches", 1,
       "micro-batches of a window run at once, one per thread (faster at small micro-batches, "
       "their activations at once; the same results); needs a model without BatchNorm or "
-      "dropout"));
+      "dropout",
+      ResumeChange::kFree));
   check_concurrency_supported(c, t);
 }
 
 void read_run_files(ConfigReader& c, TrainConfig& t) {
-  t.job.run.directory =
-      c.get_string("train.run_dir", "", "run directory; empty = runs/<model>-<time>");
+  t.job.run.directory = c.get_string(
+      "train.run_dir", "", "run directory; empty = runs/<model>-<time>", ResumeChange::kFree);
   t.job.trainer.checkpoint_every(read_at_least(
       c, "checkpoint.every", 100, 0,
       "save the training state (model, optimizer, data position, ...) every N optimizer steps "
-      "and after the last; 0 = after the last only"));
+      "and after the last; 0 = after the last only",
+      ResumeChange::kFree));
   t.job.run.checkpoint_keep =
-      read_at_least(c, "checkpoint.keep", 3, 1, "newest checkpoints kept in <run_dir>/checkpoints");
+      read_at_least(c, "checkpoint.keep", 3, 1, "newest checkpoints kept in <run_dir>/checkpoints",
+                    ResumeChange::kFree);
 }
 
 void read_dist(ConfigReader& c, TrainConfig& t) {
@@ -322,25 +337,31 @@ void read_dist(ConfigReader& c, TrainConfig& t) {
       c, "dist.timeout", 300.0,
       "data parallel: seconds a collective may wait for the other ranks before the job fails, "
       "naming the rank that stopped",
-      " of seconds");
+      " of seconds", ResumeChange::kFree);
   t.job.dist_backend = dist::parse_backend(
       c.get_string("dist.backend", "auto",
-                   "data parallel: \"gloo\" (CPU), \"nccl\" (CUDA builds) or \"auto\""),
+                   "data parallel: \"gloo\" (CPU), \"nccl\" (CUDA builds) or \"auto\"",
+                   ResumeChange::kFree),
       false, c.where("dist.backend") + ": dist.backend");
   const double bucket_mb = read_positive(
       c, "dist.bucket_mb", 1.0,
       "data parallel: MiB of gradient per all-reduce bucket; smaller buckets start earlier "
       "in the last backward of a window",
-      "");
+      "", ResumeChange::kFree);
   t.job.trainer.bucket_bytes(
       std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0)));
 }
 
 void read_sample(ConfigReader& c, TrainConfig& t) {
-  t.model.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)");
-  t.model.sample.max_new_bytes(c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample"))
-      .temperature(c.get_double("sample.temperature", 0.8, "softmax temperature"))
-      .top_k(c.get_int("sample.top_k", 40, "sample among the k likeliest bytes; 0 = all"))
+  t.model.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)",
+                                ResumeChange::kFree);
+  t.model.sample
+      .max_new_bytes(
+          c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample", ResumeChange::kFree))
+      .temperature(
+          c.get_double("sample.temperature", 0.8, "softmax temperature", ResumeChange::kFree))
+      .top_k(c.get_int("sample.top_k", 40, "sample among the k likeliest bytes; 0 = all",
+                       ResumeChange::kFree))
       .seed(t.data.seed);
 }
 
@@ -360,6 +381,7 @@ TrainConfig read_train_config(ConfigReader& config) {
   config.check_all_used();
   result.resolved_toml = config.resolved_toml();
   result.resolved_values = config.resolved_values();
+  result.resume_changes = config.resume_changes();
   return result;
 }
 

@@ -2,6 +2,7 @@
 // keys fill the library's Options structs; this file maps them.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,8 @@ struct TrainConfig {
   std::string resolved_toml;       ///< the whole configuration in effect, as TOML
   /// Every key and its value in effect as TOML text, to compare a resumed run's config.
   std::vector<std::pair<std::string, std::string>> resolved_values;
+  /// How each key may change on resume, as train_config.cpp declared it.
+  std::map<std::string, ResumeChange> resume_changes;
 };
 
 /// Reads every key from `config` (defaults for those absent), then rejects unknown keys.

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <atomic>
 #include <cerrno>
@@ -130,13 +131,11 @@ int64_t free_port() {
   return ntohs(address.sin_port);
 }
 
-int launch_local_workers(const LaunchOptions& options, std::ostream& err) {
+namespace {
+
+/// Forks and execs the ranks of `options.command()`, each with its environment; fills `pids`.
+void start_ranks(const LaunchOptions& options, int64_t port, std::vector<pid_t>& pids) {
   const int64_t nproc = options.nproc();
-  BB_CHECK_INPUT(nproc >= 2, "--nproc ", nproc, " must be at least 2 to launch a job");
-  BB_CHECK(!options.command().empty(), "no command to launch");
-  const int64_t port = options.master_port() > 0 ? options.master_port() : free_port();
-  std::vector<pid_t> pids(nproc, -1);
-  const ForwardSignals forward(pids);
   for (int64_t rank = 0; rank < nproc; ++rank) {
     std::vector<std::string> env = rank_environment(rank, nproc, port);
     std::vector<std::string> argv = options.command();
@@ -153,7 +152,13 @@ int launch_local_workers(const LaunchOptions& options, std::ostream& err) {
     }
     pids[rank] = pid;
   }
+}
 
+/// Waits for the ranks in `pids`. After the first rank fails, the others get `grace_seconds`
+/// before they are killed (a stopped one at once). Returns the job's exit code: the first
+/// failure's, or 128 + a signal the launcher passed on, or 0.
+int watch_ranks(std::vector<pid_t>& pids, double grace_seconds, std::ostream& err) {
+  const int64_t nproc = static_cast<int64_t>(pids.size());
   int result = 0;
   int64_t first_failed = -1;
   Clock::time_point failed_at;
@@ -165,8 +170,8 @@ int launch_local_workers(const LaunchOptions& options, std::ostream& err) {
       break;
     if (pid <= 0) {
       if (first_failed >= 0) {
-        const bool grace_over = std::chrono::duration<double>(Clock::now() - failed_at).count() >
-                                options.grace_seconds();
+        const bool grace_over =
+            std::chrono::duration<double>(Clock::now() - failed_at).count() > grace_seconds;
         for (const pid_t other : pids) {
           if (other > 0 && (grace_over || is_stopped(other)))
             kill(other, SIGKILL);
@@ -175,9 +180,7 @@ int launch_local_workers(const LaunchOptions& options, std::ostream& err) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    int64_t rank = 0;
-    while (rank < nproc && pids[rank] != pid)
-      ++rank;
+    const int64_t rank = std::find(pids.begin(), pids.end(), pid) - pids.begin();
     if (rank == nproc)
       continue;
     pids[rank] = -1;
@@ -190,20 +193,30 @@ int launch_local_workers(const LaunchOptions& options, std::ostream& err) {
         result = code;
       continue;
     }
+    err << "bigbatch: rank " << rank << " (pid " << pid << ") " << describe_status(status);
     if (first_failed < 0) {
       first_failed = rank;
       failed_at = Clock::now();
       result = code;
-      err << "bigbatch: rank " << rank << " (pid " << pid << ") " << describe_status(status)
-          << "; stopping the job (" << running << " rank" << (running == 1 ? "" : "s")
-          << " left, killed if still running in " << options.grace_seconds() << " s)\n"
-          << std::flush;
-    } else {
-      err << "bigbatch: rank " << rank << " (pid " << pid << ") " << describe_status(status) << "\n"
-          << std::flush;
+      err << "; stopping the job (" << running << " rank" << (running == 1 ? "" : "s")
+          << " left, killed if still running in " << grace_seconds << " s)";
     }
+    err << "\n" << std::flush;
   }
   return result;
+}
+
+}  // namespace
+
+int launch_local_workers(const LaunchOptions& options, std::ostream& err) {
+  const int64_t nproc = options.nproc();
+  BB_CHECK_INPUT(nproc >= 2, "--nproc ", nproc, " must be at least 2 to launch a job");
+  BB_CHECK(!options.command().empty(), "no command to launch");
+  const int64_t port = options.master_port() > 0 ? options.master_port() : free_port();
+  std::vector<pid_t> pids(nproc, -1);
+  const ForwardSignals forward(pids);
+  start_ranks(options, port, pids);
+  return watch_ranks(pids, options.grace_seconds(), err);
 }
 
 }  // namespace bigbatch::dist

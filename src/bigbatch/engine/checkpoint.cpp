@@ -211,7 +211,8 @@ LoadedCheckpoint info_of(const std::string& path, const json& header) {
 Checkpointer::Checkpointer(const CheckpointParts& parts, CheckpointOptions options)
     : parts_(parts), options_(std::move(options)) {
   BB_CHECK(parts.model && parts.optimizer && parts.plan, "CheckpointParts is missing a part");
-  BB_CHECK_INPUT(options_.keep() >= 1, "checkpoint.keep = ", options_.keep(), " must be >= 1");
+  BB_CHECK_INPUT(options_.keep() >= 1, "CheckpointOptions.keep = ", options_.keep(),
+                 " must be >= 1");
   std::error_code error;
   fs::create_directories(options_.directory(), error);
   if (error) {
@@ -236,9 +237,11 @@ std::string rng_archive_name(int64_t rank) {
 
 }  // namespace
 
-void Checkpointer::save(const LoopState& state) {
-  const std::vector<TensorEntry> entries = model_tensors(*parts_.model);
-  torch::serialize::OutputArchive archive;
+namespace {
+
+/// Writes the model's tensors into `archive` under "model"; returns their header entries.
+json write_model(torch::serialize::OutputArchive& archive, torch::nn::Module& module) {
+  const std::vector<TensorEntry> entries = model_tensors(module);
   torch::serialize::OutputArchive model_archive(archive.compilation_unit());
   json model = json::array();
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -249,15 +252,18 @@ void Checkpointer::save(const LoopState& state) {
                      {"buffer", entries[i].buffer}});
   }
   archive.write("model", model_archive);
-  torch::serialize::OutputArchive optimizer_archive(archive.compilation_unit());
-  parts_.optimizer->save(optimizer_archive);
-  archive.write("optimizer", optimizer_archive);
-  // The generators the model's computations draw from (dropout): the CPU one, and in CUDA builds
-  // that of the model's device; under data parallel those of every rank.
+  return model;
+}
+
+/// Writes the generators the model's computations draw from (dropout): the CPU one, and in CUDA
+/// builds that of the model's device; under data parallel those of every rank. Returns their
+/// names.
+json write_rng(torch::serialize::OutputArchive& archive, const LoopState& state,
+               torch::nn::Module& module) {
   std::vector<std::vector<std::pair<std::string, torch::Tensor>>> rank_states =
       state.rank_rng_states;
   if (rank_states.empty())
-    rank_states.push_back(RngState::capture(*parts_.model).states());
+    rank_states.push_back(RngState::capture(module).states());
   json rng = json::array();
   for (const auto& named : rank_states.front())
     rng.push_back(named.first);
@@ -267,6 +273,18 @@ void Checkpointer::save(const LoopState& state) {
       rng_archive.write(cat("s", i), rank_states[rank][i].second);
     archive.write(rng_archive_name(static_cast<int64_t>(rank)), rng_archive);
   }
+  return rng;
+}
+
+}  // namespace
+
+void Checkpointer::save(const LoopState& state) {
+  torch::serialize::OutputArchive archive;
+  const json model = write_model(archive, *parts_.model);
+  torch::serialize::OutputArchive optimizer_archive(archive.compilation_unit());
+  parts_.optimizer->save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  const json rng = write_rng(archive, state, *parts_.model);
   std::ostringstream payload;
   archive.save_to(payload);
 
@@ -351,7 +369,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointParts&
   BB_CHECK_INPUT(saved_scaler == (parts.loss_scaler != nullptr), path, " was saved ",
                  saved_scaler ? "with" : "without", " a loss scaler; this run has ",
                  parts.loss_scaler != nullptr ? "one" : "none",
-                 " (loss_scale.mode and model.precision must stay as they were)");
+                 " (a run keeps its loss scaling: the same precision and loss scale mode)");
   const std::vector<TensorEntry> entries = model_tensors(*parts.model);
   const std::vector<torch::Tensor> model = read_model(path, parsed, entries);
   torch::serialize::InputArchive optimizer_archive;

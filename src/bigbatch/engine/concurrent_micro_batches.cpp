@@ -135,8 +135,8 @@ void ConcurrentMicroBatches::run(GradientAccumulator& accumulator, Objective& ob
                  "the model drew random numbers (dropout?) while ", concurrency(),
                  " micro-batches ran at once; which pass gets which numbers would depend on the "
                  "threads' timing, so the run could not be reproduced or resumed exactly. Set "
-                 "dropout to 0 or run one micro-batch at a time (train.concurrent_micro_batches "
-                 "= 1)");
+                 "dropout to 0 or run one micro-batch at a time (TrainerOptions."
+                 "concurrent_micro_batches = 1)");
 }
 
 }  // namespace bigbatch::engine

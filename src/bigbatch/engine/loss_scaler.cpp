@@ -8,17 +8,17 @@ namespace bigbatch::engine {
 
 void check_loss_scaler_options(const LossScalerOptions& options) {
   BB_CHECK_INPUT(options.growth_factor() > 1.0,
-                 "loss_scale.growth_factor = ", options.growth_factor(), " must be > 1");
+                 "LossScalerOptions.growth_factor = ", options.growth_factor(), " must be > 1");
   BB_CHECK_INPUT(options.backoff_factor() > 0.0 && options.backoff_factor() < 1.0,
-                 "loss_scale.backoff_factor = ", options.backoff_factor(),
+                 "LossScalerOptions.backoff_factor = ", options.backoff_factor(),
                  " must be between 0 and 1 (exclusive)");
   BB_CHECK_INPUT(options.min_scale() > 0.0 && std::isfinite(options.min_scale()),
-                 "loss_scale.min_scale = ", options.min_scale(), " must be positive and finite");
+                 "LossScalerOptions.min_scale = ", options.min_scale(), " must be positive and finite");
   BB_CHECK_INPUT(options.init_scale() >= options.min_scale() && std::isfinite(options.init_scale()),
-                 "loss_scale.init_scale = ", options.init_scale(),
-                 " must be finite and >= loss_scale.min_scale = ", options.min_scale());
+                 "LossScalerOptions.init_scale = ", options.init_scale(),
+                 " must be finite and >= LossScalerOptions.min_scale = ", options.min_scale());
   BB_CHECK_INPUT(options.growth_interval() >= 1,
-                 "loss_scale.growth_interval = ", options.growth_interval(), " must be >= 1");
+                 "LossScalerOptions.growth_interval = ", options.growth_interval(), " must be >= 1");
 }
 
 LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
@@ -56,7 +56,7 @@ void LossScaler::update(bool found_nonfinite) {
     state_.clean_windows = 0;
     if (state_.scale <= options_.min_scale()) {
       throw std::runtime_error(
-          cat("loss scale reached its minimum (", state_.scale, " = loss_scale.min_scale) and the ",
+          cat("loss scale reached its minimum (", state_.scale, " = LossScalerOptions.min_scale) and the ",
               "window still had non-finite gradients (", state_.skipped_windows,
               " windows skipped in total): the loss or gradients are inf/NaN at any scale; "
               "likely causes are a learning rate that is too high, bad input data, or values "
@@ -77,7 +77,7 @@ void LossScaler::load_state(const LossScalerState& state) {
   BB_CHECK(!unscaled_, "load_state() between unscale_and_check() and update()");
   BB_CHECK_INPUT(state.scale >= options_.min_scale() && std::isfinite(state.scale),
                  "loss scaler state: scale = ", state.scale,
-                 " must be finite and >= loss_scale.min_scale = ", options_.min_scale());
+                 " must be finite and >= LossScalerOptions.min_scale = ", options_.min_scale());
   BB_CHECK_INPUT(state.clean_windows >= 0 && state.skipped_windows >= 0,
                  "loss scaler state: clean_windows = ", state.clean_windows,
                  " and skipped_windows = ", state.skipped_windows, " must be >= 0");

@@ -23,12 +23,12 @@ std::string to_string(ScheduleKind kind) {
 LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
   BB_CHECK_INPUT(std::isfinite(options.peak_lr()) && options.peak_lr() > 0,
                  "schedule peak lr = ", options.peak_lr(), " must be positive and finite");
-  BB_CHECK_INPUT(options.warmup_steps() >= 0, "schedule.warmup_steps = ", options.warmup_steps(),
+  BB_CHECK_INPUT(options.warmup_steps() >= 0, "LrScheduleOptions.warmup_steps = ", options.warmup_steps(),
                  " must be >= 0");
   BB_CHECK_INPUT(options.total_steps() >= 1, "schedule total steps = ", options.total_steps(),
                  " must be >= 1");
   BB_CHECK_INPUT(options.min_lr_ratio() >= 0 && options.min_lr_ratio() <= 1,
-                 "schedule.min_lr_ratio = ", options.min_lr_ratio(), " must be in [0, 1]");
+                 "LrScheduleOptions.min_lr_ratio = ", options.min_lr_ratio(), " must be in [0, 1]");
 }
 
 double LrSchedule::lr_at(int64_t step) const {

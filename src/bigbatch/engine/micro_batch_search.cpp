@@ -30,21 +30,21 @@ MicroBatchProbe probe(const std::function<void(int64_t)>& trial, int64_t micro_b
   return result;
 }
 
-}  // namespace
+/// The largest size predicted to fit the target share of `budget` on the line fixed + slope x n.
+int64_t predict(const MicroBatchSearchOptions& options, int64_t budget, int64_t fixed,
+                int64_t slope) {
+  const double target = options.target_fraction() * static_cast<double>(budget);
+  const double room = target - static_cast<double>(fixed);
+  const int64_t size = slope > 0
+                           ? static_cast<int64_t>(std::floor(room / static_cast<double>(slope)))
+                           : options.global_batch();
+  return std::clamp<int64_t>(size, 1, options.global_batch());
+}
 
-MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& trial,
-                                        const MicroBatchSearchOptions& options) {
-  memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
-  BB_CHECK(tracker.installed(), "find_micro_batch needs the memory tracker installed");
-  BB_CHECK_INPUT(options.budget_bytes() > 0,
-                 "batch.micro_batch = \"auto\" needs a memory budget (memory.budget)");
-  BB_CHECK(options.global_batch() > 0, "global batch ", options.global_batch());
-  const int64_t budget = options.budget_bytes();
-  const int64_t previous_budget = tracker.budget();
-  MicroBatchSearchResult result;
-
-  // 1. Measure: two probes without a budget give fixed + per-sample bytes.
-  tracker.set_budget(0);
+/// 1. Measure: two probes without a budget give fixed + per-sample bytes.
+void measure(const std::function<void(int64_t)>& trial, const MicroBatchSearchOptions& options,
+             MicroBatchSearchResult& result) {
+  memory::MemoryTracker::instance().set_budget(0);
   const int64_t small = 1;
   const int64_t larger = std::min<int64_t>(options.global_batch(), 4);
   const MicroBatchProbe first = probe(trial, small, options.reserved_bytes());
@@ -57,30 +57,18 @@ MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& tria
   }
   result.bytes_per_sample = per_sample;
   result.fixed_bytes = first.peak_bytes - per_sample * small;
-  tracker.set_budget(previous_budget);
-  BB_CHECK_INPUT(first.peak_bytes <= budget, "a micro-batch of 1 needs ",
-                 format_bytes(first.peak_bytes), " of tensor memory (measured), more than the ",
-                 "memory budget of ", format_bytes(budget),
-                 "; raise memory.budget, use a smaller model or enable checkpointing");
+}
 
-  // 2. Predict the largest size under the target share of the budget.
-  const double target = options.target_fraction() * static_cast<double>(budget);
-  auto predict = [&](int64_t fixed, int64_t slope) {
-    const double room = target - static_cast<double>(fixed);
-    const int64_t size = slope > 0
-                             ? static_cast<int64_t>(std::floor(room / static_cast<double>(slope)))
-                             : options.global_batch();
-    return std::clamp<int64_t>(size, 1, options.global_batch());
-  };
-  int64_t candidate = predict(result.fixed_bytes, per_sample);
-  result.predicted = candidate;
-
-  // 3. Confirm under the budget. A size that fits is a third, distant point on the line: the
-  //    slope from it and the larger probe predicts again, and a larger prediction is tried next.
-  //    After running out, try 10% fewer samples (a near miss of a good prediction); after a
-  //    second miss, halve the distance to the largest size known to fit. A probe whose measured
-  //    peak is within the budget is known to fit from the start.
-  tracker.set_budget(budget);
+/// 3. Confirm under the budget, from the prediction `candidate`. A size that fits is a third,
+/// distant point on the line: the slope from it and the larger probe predicts again, and a larger
+/// prediction is tried next. After running out, try 10% fewer samples (a near miss of a good
+/// prediction); after a second miss, halve the distance to the largest size known to fit. A
+/// probe whose measured peak is within the budget is known to fit from the start. Returns the
+/// largest size that fitted.
+int64_t confirm(const std::function<void(int64_t)>& trial, const MicroBatchSearchOptions& options,
+                int64_t candidate, MicroBatchSearchResult& result) {
+  const int64_t budget = options.budget_bytes();
+  memory::MemoryTracker::instance().set_budget(budget);
   int64_t chosen = 0;
   for (const MicroBatchProbe& measured : result.probes) {
     if (measured.peak_bytes <= budget)
@@ -89,9 +77,9 @@ MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& tria
   int64_t smallest_failed = options.global_batch() + 1;
   const MicroBatchProbe anchor = result.probes.back();  // a copy: probes grows below
   for (int64_t attempt = 0; attempt < options.max_trials() && candidate > chosen; ++attempt) {
-    const MicroBatchProbe confirm = probe(trial, candidate, options.reserved_bytes());
-    result.probes.push_back(confirm);
-    if (confirm.out_of_memory) {
+    const MicroBatchProbe tried = probe(trial, candidate, options.reserved_bytes());
+    result.probes.push_back(tried);
+    if (tried.out_of_memory) {
       ++result.out_of_memory_trials;
       smallest_failed = candidate;
       candidate =
@@ -105,10 +93,37 @@ MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& tria
     if (candidate <= anchor.micro_batch)
       break;
     const int64_t slope = std::max<int64_t>(
-        1, (confirm.peak_bytes - anchor.peak_bytes) / (candidate - anchor.micro_batch));
-    candidate = std::min(predict(anchor.peak_bytes - slope * anchor.micro_batch, slope),
-                         smallest_failed - 1);
+        1, (tried.peak_bytes - anchor.peak_bytes) / (candidate - anchor.micro_batch));
+    candidate =
+        std::min(predict(options, budget, anchor.peak_bytes - slope * anchor.micro_batch, slope),
+                 smallest_failed - 1);
   }
+  return chosen;
+}
+
+}  // namespace
+
+MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& trial,
+                                        const MicroBatchSearchOptions& options) {
+  memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
+  BB_CHECK(tracker.installed(), "find_micro_batch needs the memory tracker installed");
+  BB_CHECK_INPUT(options.budget_bytes() > 0,
+                 "the micro-batch search needs a memory budget "
+                 "(MicroBatchSearchOptions.budget_bytes > 0)");
+  BB_CHECK(options.global_batch() > 0, "global batch ", options.global_batch());
+  const int64_t budget = options.budget_bytes();
+  const int64_t previous_budget = tracker.budget();
+  MicroBatchSearchResult result;
+  measure(trial, options, result);  // 1.
+  tracker.set_budget(previous_budget);
+  const int64_t smallest_peak = result.probes.front().peak_bytes;
+  BB_CHECK_INPUT(smallest_peak <= budget, "a micro-batch of 1 needs ", format_bytes(smallest_peak),
+                 " of tensor memory (measured), more than the memory budget of ",
+                 format_bytes(budget),
+                 "; raise the memory budget, use a smaller model or enable checkpointing");
+  // 2. Predict the largest size under the target share of the budget.
+  result.predicted = predict(options, budget, result.fixed_bytes, result.bytes_per_sample);
+  const int64_t chosen = confirm(trial, options, result.predicted, result);  // 3.
   tracker.set_budget(previous_budget);
   BB_CHECK(chosen > 0, "the probe of 1 sample fitted, so a size must have been chosen");
   result.micro_batch = chosen;

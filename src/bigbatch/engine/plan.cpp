@@ -54,26 +54,26 @@ double scaled_lr(double base_lr, LrScaling scaling, int64_t global_batch, int64_
 Plan resolve_plan(const BatchOptions& options) {
   const int64_t global = options.global_batch();
   const int64_t world = options.world_size();
-  BB_CHECK_INPUT(global > 0, "batch.global_batch = ", global, " must be a positive sample count");
+  BB_CHECK_INPUT(global > 0, "BatchOptions.global_batch = ", global, " must be a positive sample count");
   BB_CHECK_INPUT(world > 0, "the world size (data-parallel processes) is ", world,
                  "; expected at least 1");
-  BB_CHECK_INPUT(global % world == 0, "batch.global_batch = ", global,
+  BB_CHECK_INPUT(global % world == 0, "BatchOptions.global_batch = ", global,
                  " does not split evenly over ", world,
                  " processes; make it a multiple of the world size (global_batch = micro_batch x "
                  "accum_steps x world_size)");
   const int64_t per_rank = global / world;
   // Where a per-rank batch is meant, say so when there are several ranks.
   const std::string batch_name = world == 1
-                                     ? cat("batch.global_batch = ", global)
-                                     : cat("the per-process batch (batch.global_batch = ", global,
+                                     ? cat("BatchOptions.global_batch = ", global)
+                                     : cat("the per-process batch (BatchOptions.global_batch = ", global,
                                            " / ", world, " processes = ", per_rank, ")");
-  BB_CHECK_INPUT(options.micro_batch() >= 0, "batch.micro_batch = ", options.micro_batch(),
+  BB_CHECK_INPUT(options.micro_batch() >= 0, "BatchOptions.micro_batch = ", options.micro_batch(),
                  " must be positive (or left unset to derive it from accum_steps)");
-  BB_CHECK_INPUT(options.accum_steps() >= 0, "batch.accum_steps = ", options.accum_steps(),
+  BB_CHECK_INPUT(options.accum_steps() >= 0, "BatchOptions.accum_steps = ", options.accum_steps(),
                  " must be positive (or left unset to derive it from micro_batch)");
-  BB_CHECK_INPUT(options.micro_batch() <= per_rank, "batch.micro_batch = ", options.micro_batch(),
+  BB_CHECK_INPUT(options.micro_batch() <= per_rank, "BatchOptions.micro_batch = ", options.micro_batch(),
                  " is larger than ", batch_name, "; a micro-batch is a part of it");
-  BB_CHECK_INPUT(options.accum_steps() <= per_rank, "batch.accum_steps = ", options.accum_steps(),
+  BB_CHECK_INPUT(options.accum_steps() <= per_rank, "BatchOptions.accum_steps = ", options.accum_steps(),
                  " is larger than ", batch_name, "; every micro-batch needs at least one sample");
 
   Plan plan;
@@ -81,8 +81,8 @@ Plan resolve_plan(const BatchOptions& options) {
   plan.world_size = world;
   if (options.micro_batch() > 0 && options.accum_steps() > 0) {
     BB_CHECK_INPUT(options.micro_batch() * options.accum_steps() == per_rank,
-                   "batch.micro_batch = ", options.micro_batch(),
-                   " times batch.accum_steps = ", options.accum_steps(), " is ",
+                   "BatchOptions.micro_batch = ", options.micro_batch(),
+                   " times BatchOptions.accum_steps = ", options.accum_steps(), " is ",
                    options.micro_batch() * options.accum_steps(), ", not ", batch_name,
                    "; set only one of the two");
     plan.micro_batch = options.micro_batch();
@@ -91,19 +91,19 @@ Plan resolve_plan(const BatchOptions& options) {
   } else if (options.accum_steps() > 0) {
     plan.micro_batch = ceil_div(per_rank, options.accum_steps());
     BB_CHECK_INPUT(ceil_div(per_rank, plan.micro_batch) == options.accum_steps(),
-                   "batch.accum_steps = ", options.accum_steps(), " cannot split ", batch_name,
+                   "BatchOptions.accum_steps = ", options.accum_steps(), " cannot split ", batch_name,
                    " into micro-batches of one size plus a smaller last one; set ",
-                   "batch.micro_batch instead");
+                   "BatchOptions.micro_batch instead");
   } else {
     plan.micro_batch = per_rank;
   }
   plan.accum_steps = ceil_div(per_rank, plan.micro_batch);
 
   plan.base_batch = options.base_batch() == 0 ? global : options.base_batch();
-  BB_CHECK_INPUT(plan.base_batch > 0, "optim.base_batch = ", options.base_batch(),
+  BB_CHECK_INPUT(plan.base_batch > 0, "BatchOptions.base_batch = ", options.base_batch(),
                  " must be a positive sample count (or 0 for the global batch)");
   BB_CHECK_INPUT(std::isfinite(options.base_lr()) && options.base_lr() > 0,
-                 "optim.lr = ", options.base_lr(), " must be a positive, finite learning rate");
+                 "BatchOptions.base_lr = ", options.base_lr(), " must be a positive, finite learning rate");
   plan.base_lr = options.base_lr();
   plan.lr_scaling = options.lr_scaling();
   plan.lr = scaled_lr(plan.base_lr, plan.lr_scaling, global, plan.base_batch);

@@ -52,21 +52,21 @@ void add_communication(metrics::WindowRecord& record, const dist::CommStats& bef
 }  // namespace
 
 void validate(const TrainerOptions& options) {
-  BB_CHECK_INPUT(options.total_steps() > 0, "train.steps = ", options.total_steps(),
+  BB_CHECK_INPUT(options.total_steps() > 0, "TrainerOptions.total_steps = ", options.total_steps(),
                  " must be positive");
-  BB_CHECK_INPUT(options.eval_every() >= 0, "train.eval_every = ", options.eval_every(),
+  BB_CHECK_INPUT(options.eval_every() >= 0, "TrainerOptions.eval_every = ", options.eval_every(),
                  " must be >= 0");
-  BB_CHECK_INPUT(options.eval_samples() >= 0, "train.eval_samples = ", options.eval_samples(),
+  BB_CHECK_INPUT(options.eval_samples() >= 0, "TrainerOptions.eval_samples = ", options.eval_samples(),
                  " must be >= 0");
   BB_CHECK_INPUT(options.max_consecutive_skips() >= 0,
-                 "train.max_consecutive_skips = ", options.max_consecutive_skips(),
+                 "TrainerOptions.max_consecutive_skips = ", options.max_consecutive_skips(),
                  " must be >= 0");
-  BB_CHECK_INPUT(options.prefetch_depth() >= 0, "train.prefetch_depth = ", options.prefetch_depth(),
+  BB_CHECK_INPUT(options.prefetch_depth() >= 0, "TrainerOptions.prefetch_depth = ", options.prefetch_depth(),
                  " must be >= 0");
-  BB_CHECK_INPUT(options.checkpoint_every() >= 0, "checkpoint.every = ", options.checkpoint_every(),
+  BB_CHECK_INPUT(options.checkpoint_every() >= 0, "TrainerOptions.checkpoint_every = ", options.checkpoint_every(),
                  " must be >= 0");
   BB_CHECK_INPUT(options.concurrent_micro_batches() >= 1,
-                 "train.concurrent_micro_batches = ", options.concurrent_micro_batches(),
+                 "TrainerOptions.concurrent_micro_batches = ", options.concurrent_micro_batches(),
                  " must be >= 1 (1: one at a time)");
 }
 
@@ -317,7 +317,7 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, WindowFeed& f
     if (!options_.retry_on_oom() || plan_.micro_batch == 1) {
       throw std::runtime_error(cat("rank ", ranks, " ran out of memory in optimizer step ",
                                    result.step, " at micro-batch ", plan_.micro_batch,
-                                   " and cannot retry; raise memory.budget"));
+                                   " and cannot retry; raise the memory budget"));
     }
     restart_window(accumulator, feed, window, cat(" on rank ", ranks));
     rng_at_start.restore();
@@ -368,7 +368,7 @@ WindowResult Trainer::finish_window(GradientAccumulator& accumulator) {
     throw std::runtime_error(
         cat("out of memory at the window boundary of step ", accumulator.steps_taken() + 1,
             " (gradient check, clipping or the optimizer step, which a smaller micro-batch does "
-            "not shrink); raise memory.budget. ",
+            "not shrink); raise the memory budget. ",
             error.what_without_backtrace()));
   }
 }
@@ -428,7 +428,7 @@ void Trainer::on_skipped(const WindowResult& result, int64_t consecutive) {
   if (consecutive > options_.max_consecutive_skips()) {
     throw NonFiniteError(cat("stopping at optimizer step ", result.step, ": ", consecutive,
                              " windows in a row were skipped as non-finite (more than "
-                             "train.max_consecutive_skips = ",
+                             "TrainerOptions.max_consecutive_skips = ",
                              options_.max_consecutive_skips(), "); the last had a ", cause,
                              ". Look for a learning rate that is too high or bad input data"),
                          result.step);

@@ -67,7 +67,25 @@ std::vector<double> nice_ticks(double low, double high) {
   return ticks;
 }
 
-void render_panel(std::ostringstream& svg, const ChartPanel& panel, double offset_x) {
+/// A panel's data ranges and where a value lands on it.
+struct PanelFrame {
+  double x_min = 0, x_max = 1, y_min = 0, y_max = 1;  ///< x in log2 units on a log2 axis
+  double offset_x = 0;
+  bool log2_x = false;
+  static constexpr double kPlotWidth = kPanelWidth - kLeft - kRight;
+  static constexpr double kPlotHeight = kPanelHeight - kTop - kBottom;
+
+  double px(double x) const {
+    const double v = log2_x ? std::log2(x) : x;
+    return offset_x + kLeft + (v - x_min) / (x_max - x_min) * kPlotWidth;
+  }
+  double py(double y) const {
+    return kTop + kPlotHeight - (y - y_min) / (y_max - y_min) * kPlotHeight;
+  }
+};
+
+/// The frame that holds every finite point of the panel's series (y from 0, 5% headroom).
+PanelFrame frame_of(const ChartPanel& panel, double offset_x) {
   double x_min = std::numeric_limits<double>::infinity();
   double x_max = -x_min;
   double y_min = x_min;
@@ -98,34 +116,33 @@ void render_panel(std::ostringstream& svg, const ChartPanel& panel, double offse
   if (y_max == y_min)
     y_max = y_min + 1;
   y_max += (y_max - y_min) * 0.05;
+  return {x_min, x_max, y_min, y_max, offset_x, panel.log2_x};
+}
 
-  const double plot_w = kPanelWidth - kLeft - kRight;
-  const double plot_h = kPanelHeight - kTop - kBottom;
-  auto px = [&](double x) {
-    const double v = panel.log2_x ? std::log2(x) : x;
-    return offset_x + kLeft + (v - x_min) / (x_max - x_min) * plot_w;
-  };
-  auto py = [&](double y) { return kTop + plot_h - (y - y_min) / (y_max - y_min) * plot_h; };
-
+/// Title, frame, grid lines, ticks and axis labels.
+void render_axes(std::ostringstream& svg, const ChartPanel& panel, const PanelFrame& f) {
+  const double plot_w = PanelFrame::kPlotWidth;
+  const double plot_h = PanelFrame::kPlotHeight;
+  const double offset_x = f.offset_x;
   svg << "<text x=\"" << offset_x + kPanelWidth / 2 << "\" y=\"40\" text-anchor=\"middle\" "
       << "font-size=\"14\" font-weight=\"bold\">" << escape(panel.title) << "</text>\n";
   svg << "<rect x=\"" << offset_x + kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w
       << "\" height=\"" << plot_h << "\" fill=\"none\" stroke=\"#444\"/>\n";
-  for (const double t : nice_ticks(y_min, y_max)) {
+  for (const double t : nice_ticks(f.y_min, f.y_max)) {
     svg << "<line x1=\"" << offset_x + kLeft << "\" x2=\"" << offset_x + kLeft + plot_w
-        << "\" y1=\"" << py(t) << "\" y2=\"" << py(t) << "\" stroke=\"#ddd\"/>\n"
-        << "<text x=\"" << offset_x + kLeft - 6 << "\" y=\"" << py(t) + 4
+        << "\" y1=\"" << f.py(t) << "\" y2=\"" << f.py(t) << "\" stroke=\"#ddd\"/>\n"
+        << "<text x=\"" << offset_x + kLeft - 6 << "\" y=\"" << f.py(t) + 4
         << "\" text-anchor=\"end\" font-size=\"11\">" << number(t) << "</text>\n";
   }
   std::vector<double> x_ticks;
   if (panel.log2_x) {
-    for (double e = std::ceil(x_min); e <= x_max + 1e-9; e += 1)
+    for (double e = std::ceil(f.x_min); e <= f.x_max + 1e-9; e += 1)
       x_ticks.push_back(std::exp2(e));
   } else {
-    x_ticks = nice_ticks(x_min, x_max);
+    x_ticks = nice_ticks(f.x_min, f.x_max);
   }
   for (const double t : x_ticks) {
-    svg << "<text x=\"" << px(t) << "\" y=\"" << kTop + plot_h + 16
+    svg << "<text x=\"" << f.px(t) << "\" y=\"" << kTop + plot_h + 16
         << "\" text-anchor=\"middle\" font-size=\"11\">" << number(t) << "</text>\n";
   }
   svg << "<text x=\"" << offset_x + kLeft + plot_w / 2 << "\" y=\"" << kPanelHeight - 12
@@ -133,7 +150,11 @@ void render_panel(std::ostringstream& svg, const ChartPanel& panel, double offse
   svg << "<text transform=\"translate(" << offset_x + 16 << "," << kTop + plot_h / 2
       << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" << escape(panel.y_label)
       << "</text>\n";
+}
 
+/// Each series as a polyline (with markers when it has few points) and its legend entry.
+void render_series(std::ostringstream& svg, const ChartPanel& panel, const PanelFrame& f) {
+  const double offset_x = f.offset_x;
   for (size_t k = 0; k < panel.series.size(); ++k) {
     const Series& s = panel.series[k];
     const size_t index = s.colour >= 0 ? static_cast<size_t>(s.colour) : k;
@@ -144,10 +165,10 @@ void render_panel(std::ostringstream& svg, const ChartPanel& panel, double offse
     for (size_t i = 0; i < s.xs.size(); ++i) {
       if (!std::isfinite(s.xs[i]) || !std::isfinite(s.ys[i]))
         continue;
-      points << px(s.xs[i]) << "," << py(s.ys[i]) << " ";
+      points << f.px(s.xs[i]) << "," << f.py(s.ys[i]) << " ";
       if (markers) {
-        svg << "<circle cx=\"" << px(s.xs[i]) << "\" cy=\"" << py(s.ys[i]) << "\" r=\"3\" fill=\""
-            << colour << "\"/>\n";
+        svg << "<circle cx=\"" << f.px(s.xs[i]) << "\" cy=\"" << f.py(s.ys[i])
+            << "\" r=\"3\" fill=\"" << colour << "\"/>\n";
       }
     }
     svg << "<polyline points=\"" << points.str() << "\" fill=\"none\" stroke=\"" << colour << "\""
@@ -159,6 +180,12 @@ void render_panel(std::ostringstream& svg, const ChartPanel& panel, double offse
         << "<text x=\"" << offset_x + kLeft + 36 << "\" y=\"" << legend_y << "\" font-size=\"11\">"
         << escape(s.name) << "</text>\n";
   }
+}
+
+void render_panel(std::ostringstream& svg, const ChartPanel& panel, double offset_x) {
+  const PanelFrame frame = frame_of(panel, offset_x);
+  render_axes(svg, panel, frame);
+  render_series(svg, panel, frame);
 }
 
 }  // namespace

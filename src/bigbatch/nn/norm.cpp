@@ -87,7 +87,7 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& input) {
   BB_CHECK_INPUT(!record || !in_concurrent_forward(),
                  "BatchNorm in training mode writes its running statistics in every forward, so "
                  "the micro-batches of a model with BatchNorm cannot run concurrently; use one "
-                 "micro-batch at a time (train.concurrent_micro_batches = 1)");
+                 "micro-batch at a time (TrainerOptions.concurrent_micro_batches = 1)");
   const bool per_call = record && options_.running_stats() == RunningStatsMode::kPerCall;
   if (record && options_.running_stats() == RunningStatsMode::kPerWindow)
     accumulate_window(input);

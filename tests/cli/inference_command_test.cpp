@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "bigbatch/cli/predict_command.h"
-#include "bigbatch/data/idx.h"
 #include "bigbatch/data/fortune_collections.h"
+#include "bigbatch/data/idx.h"
 #include "bigbatch/models/model_export.h"
 #include "bigbatch/models/sampling.h"
 #include "cli/cli_support.h"

@@ -170,17 +170,22 @@ TEST(LossScaler, OptionsOutOfRangeAreInputErrorsNamingTheKey) {
   const auto error_of = [](const LossScalerOptions& options) {
     return testing::input_error_of([&] { LossScaler scaler(options); });
   };
-  EXPECT_NE(error_of(LossScalerOptions().growth_factor(1)).find("LossScalerOptions.growth_factor = 1"),
-            std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().backoff_factor(1)).find("LossScalerOptions.backoff_factor = 1"),
-            std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().backoff_factor(0)).find("LossScalerOptions.backoff_factor = 0"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(LossScalerOptions().growth_factor(1)).find("LossScalerOptions.growth_factor = 1"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(LossScalerOptions().backoff_factor(1)).find("LossScalerOptions.backoff_factor = 1"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(LossScalerOptions().backoff_factor(0)).find("LossScalerOptions.backoff_factor = 0"),
+      std::string::npos);
   EXPECT_NE(error_of(LossScalerOptions().min_scale(0)).find("LossScalerOptions.min_scale = 0"),
             std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().init_scale(0.5)).find("LossScalerOptions.init_scale = 0.5"),
-            std::string::npos);
-  EXPECT_NE(error_of(LossScalerOptions().growth_interval(0)).find("LossScalerOptions.growth_interval = 0"),
+  EXPECT_NE(
+      error_of(LossScalerOptions().init_scale(0.5)).find("LossScalerOptions.init_scale = 0.5"),
+      std::string::npos);
+  EXPECT_NE(error_of(LossScalerOptions().growth_interval(0))
+                .find("LossScalerOptions.growth_interval = 0"),
             std::string::npos);
 }
 

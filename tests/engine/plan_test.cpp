@@ -56,9 +56,10 @@ TEST(Plan, ImpossibleSettingsNameTheFieldAndValue) {
             std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(-1)).find("micro_batch = -1"),
             std::string::npos);
-  EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(128))
-                .find("BatchOptions.micro_batch = 128 is larger than BatchOptions.global_batch = 64"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(BatchOptions().global_batch(64).micro_batch(128))
+          .find("BatchOptions.micro_batch = 128 is larger than BatchOptions.global_batch = 64"),
+      std::string::npos);
   EXPECT_NE(error_of(BatchOptions().global_batch(64).micro_batch(8).accum_steps(4))
                 .find("is 32, not BatchOptions.global_batch = 64"),
             std::string::npos);
@@ -77,8 +78,10 @@ TEST(Plan, ImpossibleSettingsNameTheFieldAndValue) {
   EXPECT_NE(error_of(BatchOptions().global_batch(64).world_size(2).micro_batch(8).accum_steps(8))
                 .find("is 64, not the per-process batch"),
             std::string::npos);
-  EXPECT_NE(error_of(BatchOptions().base_lr(-1)).find("BatchOptions.base_lr = -1"), std::string::npos);
-  EXPECT_NE(error_of(BatchOptions().base_lr(NAN)).find("BatchOptions.base_lr = nan"), std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().base_lr(-1)).find("BatchOptions.base_lr = -1"),
+            std::string::npos);
+  EXPECT_NE(error_of(BatchOptions().base_lr(NAN)).find("BatchOptions.base_lr = nan"),
+            std::string::npos);
 }
 
 TEST(Plan, WorldSizeSplitsTheGlobalBatchOverTheRanks) {

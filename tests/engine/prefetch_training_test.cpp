@@ -99,7 +99,8 @@ TEST(PrefetchTraining, NegativeDepthIsAnInputError) {
       testing::setup_of(*model, objective, *optimizer, schedule, plan, dataset);
   const std::string message = testing::input_error_of(
       [&] { engine::Trainer(setup, engine::TrainerOptions().total_steps(1).prefetch_depth(-1)); });
-  EXPECT_NE(message.find("TrainerOptions.prefetch_depth = -1 must be >= 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("TrainerOptions.prefetch_depth = -1 must be >= 0"), std::string::npos)
+      << message;
 }
 
 }  // namespace

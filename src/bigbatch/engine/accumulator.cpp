@@ -38,7 +38,8 @@ GradientAccumulator::GradientAccumulator(std::vector<torch::Tensor> parameters,
       optimizer_(optimizer),
       schedule_(schedule),
       options_(options) {
-  BB_CHECK_INPUT(options_.max_grad_norm() >= 0, "AccumulatorOptions.max_grad_norm = ", options_.max_grad_norm(),
+  BB_CHECK_INPUT(options_.max_grad_norm() >= 0,
+                 "AccumulatorOptions.max_grad_norm = ", options_.max_grad_norm(),
                  " must be >= 0 (0 disables clipping)");
 }
 
@@ -235,17 +236,19 @@ void GradientAccumulator::abort_nonfinite(SkipReason reason, double mean_loss) {
   free_gradients();
   const int64_t step = steps_taken_ + 1;
   if (reason == SkipReason::kNonFiniteLoss) {
-    throw NonFiniteError(cat("optimizer step ", step, ": the window's mean loss is ", mean_loss,
-                             " (AccumulatorOptions.on_nonfinite = \"abort\"); no step was taken. Look for a "
-                             "learning rate that is too high or bad input data, or set "
-                             "AccumulatorOptions.on_nonfinite = \"skip\" to drop such windows"),
-                         step);
+    throw NonFiniteError(
+        cat("optimizer step ", step, ": the window's mean loss is ", mean_loss,
+            " (AccumulatorOptions.on_nonfinite = \"abort\"); no step was taken. Look for a "
+            "learning rate that is too high or bad input data, or set "
+            "AccumulatorOptions.on_nonfinite = \"skip\" to drop such windows"),
+        step);
   }
-  throw NonFiniteError(cat("optimizer step ", step, ": the window gradient holds inf or NaN while ",
-                           "the mean loss is finite (", mean_loss,
-                           "; AccumulatorOptions.on_nonfinite = \"abort\"); no step was taken. Look for a "
-                           "learning rate that is too high, or set AccumulatorOptions.on_nonfinite = \"skip\""),
-                       step);
+  throw NonFiniteError(
+      cat("optimizer step ", step, ": the window gradient holds inf or NaN while ",
+          "the mean loss is finite (", mean_loss,
+          "; AccumulatorOptions.on_nonfinite = \"abort\"); no step was taken. Look for a "
+          "learning rate that is too high, or set AccumulatorOptions.on_nonfinite = \"skip\""),
+      step);
 }
 
 void GradientAccumulator::abort_window() {

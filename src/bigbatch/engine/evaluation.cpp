@@ -12,7 +12,8 @@
 namespace bigbatch::engine {
 
 metrics::EvalRecord evaluate(const EvaluationInput& input) {
-  BB_CHECK(input.model && input.objective && input.data, "evaluate() is missing a part");
+  BB_CHECK(input.model && input.objective && input.data && input.communicator,
+           "evaluate() is missing a part");
   const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   nn::ModeGuard eval_mode(*input.model, false);
@@ -22,10 +23,8 @@ metrics::EvalRecord evaluate(const EvaluationInput& input) {
   double loss_sum = 0.0;
   int64_t correct = 0;  // -1 once a batch has no notion of a correct prediction
   Counts total;
-  const ShardRange shard =
-      input.communicator != nullptr
-          ? shard_range(count, input.communicator->rank(), input.communicator->world_size())
-          : ShardRange{0, count};
+  dist::Communicator& communicator = *input.communicator;
+  const ShardRange shard = shard_range(count, communicator.rank(), communicator.world_size());
   for (int64_t begin = shard.begin; begin < shard.end; begin += input.batch) {
     std::vector<int64_t> indices(std::min(input.batch, shard.end - begin));
     std::iota(indices.begin(), indices.end(), begin);
@@ -35,15 +34,15 @@ metrics::EvalRecord evaluate(const EvaluationInput& input) {
     loss_sum += sums.loss_sum.item<double>();
     correct = (correct < 0 || sums.correct < 0) ? -1 : correct + sums.correct;
   }
-  if (input.communicator != nullptr) {
-    // (5) float64: loss sum, correct predictions, samples, tokens, ranks without accuracy.
+  {
+    // Summed over the ranks, (5) float64: loss sum, correct predictions, samples, tokens, ranks
+    // without accuracy.
     torch::Tensor sums =
         torch::tensor({loss_sum, static_cast<double>(std::max<int64_t>(correct, 0)),
                        static_cast<double>(total.samples), static_cast<double>(total.tokens),
                        correct < 0 ? 1.0 : 0.0},
                       torch::kFloat64);
-    input.communicator->all_reduce(sums, dist::Traffic::kControl,
-                                   "all-reduce of the evaluation sums");
+    communicator.all_reduce(sums, dist::Traffic::kControl, "all-reduce of the evaluation sums");
     const auto summed = sums.accessor<double, 1>();
     loss_sum = summed[0];
     correct = summed[4] > 0 ? -1 : static_cast<int64_t>(summed[1]);

@@ -16,10 +16,11 @@ struct EvaluationInput {
   torch::nn::Module* model = nullptr;  ///< put in eval mode for the evaluation, then restored
   Objective* objective = nullptr;
   const data::Dataset* data = nullptr;
-  int64_t samples = 0;                         ///< the first this many samples; 0: all of them
-  int64_t batch = 1;                           ///< samples per forward pass
-  int64_t step = 0;                            ///< optimizer steps taken, for the record
-  dist::Communicator* communicator = nullptr;  ///< null: a single process
+  int64_t samples = 0;  ///< the first this many samples; 0: all of them
+  int64_t batch = 1;    ///< samples per forward pass
+  int64_t step = 0;     ///< optimizer steps taken, for the record
+  /// The ranks that share the evaluation (each its shard); dist::LocalCommunicator when alone.
+  dist::Communicator* communicator = nullptr;
 };
 
 /// The mean loss per unit over the samples, without gradients; each rank evaluates its shard

@@ -13,12 +13,14 @@ void check_loss_scaler_options(const LossScalerOptions& options) {
                  "LossScalerOptions.backoff_factor = ", options.backoff_factor(),
                  " must be between 0 and 1 (exclusive)");
   BB_CHECK_INPUT(options.min_scale() > 0.0 && std::isfinite(options.min_scale()),
-                 "LossScalerOptions.min_scale = ", options.min_scale(), " must be positive and finite");
+                 "LossScalerOptions.min_scale = ", options.min_scale(),
+                 " must be positive and finite");
   BB_CHECK_INPUT(options.init_scale() >= options.min_scale() && std::isfinite(options.init_scale()),
                  "LossScalerOptions.init_scale = ", options.init_scale(),
                  " must be finite and >= LossScalerOptions.min_scale = ", options.min_scale());
   BB_CHECK_INPUT(options.growth_interval() >= 1,
-                 "LossScalerOptions.growth_interval = ", options.growth_interval(), " must be >= 1");
+                 "LossScalerOptions.growth_interval = ", options.growth_interval(),
+                 " must be >= 1");
 }
 
 LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
@@ -56,8 +58,9 @@ void LossScaler::update(bool found_nonfinite) {
     state_.clean_windows = 0;
     if (state_.scale <= options_.min_scale()) {
       throw std::runtime_error(
-          cat("loss scale reached its minimum (", state_.scale, " = LossScalerOptions.min_scale) and the ",
-              "window still had non-finite gradients (", state_.skipped_windows,
+          cat("loss scale reached its minimum (", state_.scale,
+              " = LossScalerOptions.min_scale) and the ", "window still had non-finite gradients (",
+              state_.skipped_windows,
               " windows skipped in total): the loss or gradients are inf/NaN at any scale; "
               "likely causes are a learning rate that is too high, bad input data, or values "
               "that overflow the training precision in the forward pass"));

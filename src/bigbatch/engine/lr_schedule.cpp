@@ -23,8 +23,8 @@ std::string to_string(ScheduleKind kind) {
 LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
   BB_CHECK_INPUT(std::isfinite(options.peak_lr()) && options.peak_lr() > 0,
                  "schedule peak lr = ", options.peak_lr(), " must be positive and finite");
-  BB_CHECK_INPUT(options.warmup_steps() >= 0, "LrScheduleOptions.warmup_steps = ", options.warmup_steps(),
-                 " must be >= 0");
+  BB_CHECK_INPUT(options.warmup_steps() >= 0,
+                 "LrScheduleOptions.warmup_steps = ", options.warmup_steps(), " must be >= 0");
   BB_CHECK_INPUT(options.total_steps() >= 1, "schedule total steps = ", options.total_steps(),
                  " must be >= 1");
   BB_CHECK_INPUT(options.min_lr_ratio() >= 0 && options.min_lr_ratio() <= 1,

@@ -22,17 +22,20 @@ std::string to_string(OptimizerKind kind) {
 namespace {
 
 void check_options(const OptimizerOptions& o) {
-  BB_CHECK_INPUT(std::isfinite(o.lr()) && o.lr() > 0, "OptimizerOptions.lr = ", o.lr(), " must be positive");
-  BB_CHECK_INPUT(o.weight_decay() >= 0, "OptimizerOptions.weight_decay = ", o.weight_decay(), " must be >= 0");
+  BB_CHECK_INPUT(std::isfinite(o.lr()) && o.lr() > 0, "OptimizerOptions.lr = ", o.lr(),
+                 " must be positive");
+  BB_CHECK_INPUT(o.weight_decay() >= 0, "OptimizerOptions.weight_decay = ", o.weight_decay(),
+                 " must be >= 0");
   BB_CHECK_INPUT(o.beta1() >= 0 && o.beta1() < 1, "OptimizerOptions.beta1 = ", o.beta1(),
                  " must be in [0, 1)");
   BB_CHECK_INPUT(o.beta2() >= 0 && o.beta2() < 1, "OptimizerOptions.beta2 = ", o.beta2(),
                  " must be in [0, 1)");
   BB_CHECK_INPUT(o.eps() > 0, "OptimizerOptions.eps = ", o.eps(), " must be positive");
-  BB_CHECK_INPUT(o.momentum() >= 0 && o.momentum() < 1, "OptimizerOptions.momentum = ", o.momentum(),
-                 " must be in [0, 1)");
+  BB_CHECK_INPUT(o.momentum() >= 0 && o.momentum() < 1,
+                 "OptimizerOptions.momentum = ", o.momentum(), " must be in [0, 1)");
   BB_CHECK_INPUT(!o.nesterov() || o.momentum() > 0,
-                 "OptimizerOptions.nesterov = true needs OptimizerOptions.momentum > 0, got ", o.momentum());
+                 "OptimizerOptions.nesterov = true needs OptimizerOptions.momentum > 0, got ",
+                 o.momentum());
 }
 
 template <typename GroupOptions>

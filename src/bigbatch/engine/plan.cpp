@@ -54,7 +54,8 @@ double scaled_lr(double base_lr, LrScaling scaling, int64_t global_batch, int64_
 Plan resolve_plan(const BatchOptions& options) {
   const int64_t global = options.global_batch();
   const int64_t world = options.world_size();
-  BB_CHECK_INPUT(global > 0, "BatchOptions.global_batch = ", global, " must be a positive sample count");
+  BB_CHECK_INPUT(global > 0, "BatchOptions.global_batch = ", global,
+                 " must be a positive sample count");
   BB_CHECK_INPUT(world > 0, "the world size (data-parallel processes) is ", world,
                  "; expected at least 1");
   BB_CHECK_INPUT(global % world == 0, "BatchOptions.global_batch = ", global,
@@ -63,18 +64,20 @@ Plan resolve_plan(const BatchOptions& options) {
                  "accum_steps x world_size)");
   const int64_t per_rank = global / world;
   // Where a per-rank batch is meant, say so when there are several ranks.
-  const std::string batch_name = world == 1
-                                     ? cat("BatchOptions.global_batch = ", global)
-                                     : cat("the per-process batch (BatchOptions.global_batch = ", global,
-                                           " / ", world, " processes = ", per_rank, ")");
+  const std::string batch_name =
+      world == 1 ? cat("BatchOptions.global_batch = ", global)
+                 : cat("the per-process batch (BatchOptions.global_batch = ", global, " / ", world,
+                       " processes = ", per_rank, ")");
   BB_CHECK_INPUT(options.micro_batch() >= 0, "BatchOptions.micro_batch = ", options.micro_batch(),
                  " must be positive (or left unset to derive it from accum_steps)");
   BB_CHECK_INPUT(options.accum_steps() >= 0, "BatchOptions.accum_steps = ", options.accum_steps(),
                  " must be positive (or left unset to derive it from micro_batch)");
-  BB_CHECK_INPUT(options.micro_batch() <= per_rank, "BatchOptions.micro_batch = ", options.micro_batch(),
-                 " is larger than ", batch_name, "; a micro-batch is a part of it");
-  BB_CHECK_INPUT(options.accum_steps() <= per_rank, "BatchOptions.accum_steps = ", options.accum_steps(),
-                 " is larger than ", batch_name, "; every micro-batch needs at least one sample");
+  BB_CHECK_INPUT(options.micro_batch() <= per_rank,
+                 "BatchOptions.micro_batch = ", options.micro_batch(), " is larger than ",
+                 batch_name, "; a micro-batch is a part of it");
+  BB_CHECK_INPUT(options.accum_steps() <= per_rank,
+                 "BatchOptions.accum_steps = ", options.accum_steps(), " is larger than ",
+                 batch_name, "; every micro-batch needs at least one sample");
 
   Plan plan;
   plan.global_batch = global;
@@ -91,8 +94,8 @@ Plan resolve_plan(const BatchOptions& options) {
   } else if (options.accum_steps() > 0) {
     plan.micro_batch = ceil_div(per_rank, options.accum_steps());
     BB_CHECK_INPUT(ceil_div(per_rank, plan.micro_batch) == options.accum_steps(),
-                   "BatchOptions.accum_steps = ", options.accum_steps(), " cannot split ", batch_name,
-                   " into micro-batches of one size plus a smaller last one; set ",
+                   "BatchOptions.accum_steps = ", options.accum_steps(), " cannot split ",
+                   batch_name, " into micro-batches of one size plus a smaller last one; set ",
                    "BatchOptions.micro_batch instead");
   } else {
     plan.micro_batch = per_rank;
@@ -103,7 +106,8 @@ Plan resolve_plan(const BatchOptions& options) {
   BB_CHECK_INPUT(plan.base_batch > 0, "BatchOptions.base_batch = ", options.base_batch(),
                  " must be a positive sample count (or 0 for the global batch)");
   BB_CHECK_INPUT(std::isfinite(options.base_lr()) && options.base_lr() > 0,
-                 "BatchOptions.base_lr = ", options.base_lr(), " must be a positive, finite learning rate");
+                 "BatchOptions.base_lr = ", options.base_lr(),
+                 " must be a positive, finite learning rate");
   plan.base_lr = options.base_lr();
   plan.lr_scaling = options.lr_scaling();
   plan.lr = scaled_lr(plan.base_lr, plan.lr_scaling, global, plan.base_batch);

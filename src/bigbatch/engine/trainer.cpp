@@ -10,6 +10,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/rng_state.h"
+#include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/engine/evaluation.h"
 #include "bigbatch/engine/window_feed.h"
 #include "bigbatch/memory/tracker.h"
@@ -56,15 +57,15 @@ void validate(const TrainerOptions& options) {
                  " must be positive");
   BB_CHECK_INPUT(options.eval_every() >= 0, "TrainerOptions.eval_every = ", options.eval_every(),
                  " must be >= 0");
-  BB_CHECK_INPUT(options.eval_samples() >= 0, "TrainerOptions.eval_samples = ", options.eval_samples(),
-                 " must be >= 0");
+  BB_CHECK_INPUT(options.eval_samples() >= 0,
+                 "TrainerOptions.eval_samples = ", options.eval_samples(), " must be >= 0");
   BB_CHECK_INPUT(options.max_consecutive_skips() >= 0,
                  "TrainerOptions.max_consecutive_skips = ", options.max_consecutive_skips(),
                  " must be >= 0");
-  BB_CHECK_INPUT(options.prefetch_depth() >= 0, "TrainerOptions.prefetch_depth = ", options.prefetch_depth(),
-                 " must be >= 0");
-  BB_CHECK_INPUT(options.checkpoint_every() >= 0, "TrainerOptions.checkpoint_every = ", options.checkpoint_every(),
-                 " must be >= 0");
+  BB_CHECK_INPUT(options.prefetch_depth() >= 0,
+                 "TrainerOptions.prefetch_depth = ", options.prefetch_depth(), " must be >= 0");
+  BB_CHECK_INPUT(options.checkpoint_every() >= 0,
+                 "TrainerOptions.checkpoint_every = ", options.checkpoint_every(), " must be >= 0");
   BB_CHECK_INPUT(options.concurrent_micro_batches() >= 1,
                  "TrainerOptions.concurrent_micro_batches = ", options.concurrent_micro_batches(),
                  " must be >= 1 (1: one at a time)");
@@ -77,10 +78,12 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
            "TrainingSetup is missing a part");
   plan_ = *setup.plan;
   validate(options);
-  if (setup.communicator != nullptr) {
-    rank_ = setup.communicator->rank();
-    world_size_ = setup.communicator->world_size();
-  }
+  // A single process is a job of one rank: the same code runs, every collective a no-op.
+  if (setup.communicator == nullptr)
+    local_ = std::make_unique<dist::LocalCommunicator>();
+  communicator_ = setup.communicator != nullptr ? setup.communicator : local_.get();
+  rank_ = communicator_->rank();
+  world_size_ = communicator_->world_size();
   BB_CHECK_INPUT(plan_.world_size == world_size_, "the plan is for ", plan_.world_size,
                  " process(es) but the job has ", world_size_);
   if (options_.concurrent_micro_batches() > 1)
@@ -106,15 +109,14 @@ void Trainer::resume(const LoopState& state) {
 }
 
 void Trainer::join_data_parallel(GradientAccumulator& accumulator) {
-  dist::Communicator* const communicator = setup_.communicator;
-  if (communicator == nullptr)
-    return;
+  if (world_size_ == 1)
+    return;  // nothing to broadcast, and no gradient to reduce
   torch::nn::Module& model = *setup_.model;
-  dist::broadcast_module(*communicator, model);  // every rank starts from rank 0's weights
+  dist::broadcast_module(*communicator_, model);  // every rank starts from rank 0's weights
   reducer_ = std::make_unique<dist::GradientReducer>(
-      *communicator, model.parameters(),
+      *communicator_, model.parameters(),
       dist::ReducerOptions().bucket_bytes(options_.bucket_bytes()));
-  accumulator.set_data_parallel(communicator, reducer_.get());
+  accumulator.set_data_parallel(communicator_, reducer_.get());
 }
 
 Trainer::RunProgress Trainer::start_run(GradientAccumulator& accumulator) {
@@ -155,8 +157,7 @@ TrainSummary Trainer::fit() {
   while (accumulator.steps_taken() < options_.total_steps()) {
     const auto window_start = Clock::now();
     memory::MemoryTracker::instance().reset_peak();
-    const dist::CommStats comm_before =
-        setup_.communicator != nullptr ? setup_.communicator->stats() : dist::CommStats{};
+    const dist::CommStats comm_before = communicator_->stats();
     const Window window = feed.take(plan_);                             // 1. take a window
     const WindowResult result = run_window(accumulator, feed, window);  // 2. + 3.
     steps_taken_ = accumulator.steps_taken();
@@ -190,9 +191,8 @@ void Trainer::observe(RunProgress& run, const Window& window, const WindowResult
   const memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
   record.skipped_steps = summary.skipped_steps;
-  if (setup_.communicator != nullptr) {
-    add_communication(record, comm_before, setup_.communicator->stats(), reducer_->last_window());
-  }
+  if (reducer_)
+    add_communication(record, comm_before, communicator_->stats(), reducer_->last_window());
   summary.peak_bytes = std::max(summary.peak_bytes, record.peak_bytes);
   for (metrics::MetricsSink* sink : sinks_)
     sink->on_window(record);
@@ -235,27 +235,19 @@ void Trainer::update_totals(RunProgress& run) const {
 bool Trainer::stop_requested() {
   if (setup_.stop_requested == nullptr)
     return false;
-  const bool local = setup_.stop_requested->load();
-  if (setup_.communicator == nullptr)
-    return local;
-  return setup_.communicator->any(local, "agreement on a stop request");
+  return communicator_->any(setup_.stop_requested->load(), "agreement on a stop request");
 }
 
 void Trainer::save_checkpoint(const TrainSummary& summary, const DataPosition& position) {
-  dist::Communicator* const communicator = setup_.communicator;
-  if (setup_.checkpoints == nullptr && communicator == nullptr)
-    return;
   LoopState state;
   state.summary = summary;
   state.data = position;
   state.windows = windows_;
   state.consecutive_skips = consecutive_skips_;
   state.micro_batch = plan_.micro_batch;
-  if (communicator == nullptr) {
-    setup_.checkpoints->save(state);
-    return;
-  }
-  state.rank_rng_states = gather_rng_states(*communicator, *setup_.model);
+  // A single process's checkpoint captures its generators itself (LoopState::rank_rng_states).
+  if (world_size_ > 1)
+    state.rank_rng_states = gather_rng_states(*communicator_, *setup_.model);
   // Rank 0 writes; the others learn whether it could, so that none goes on alone.
   std::exception_ptr failure;
   if (setup_.checkpoints != nullptr) {
@@ -265,7 +257,7 @@ void Trainer::save_checkpoint(const TrainSummary& summary, const DataPosition& p
       failure = std::current_exception();
     }
   }
-  if (communicator->any(failure != nullptr, "agreement on the checkpoint write")) {
+  if (communicator_->any(failure != nullptr, "agreement on the checkpoint write")) {
     if (failure)
       std::rethrow_exception(failure);
     throw std::runtime_error(cat("rank ", rank_, ": stopping at optimizer step ", summary.steps,
@@ -359,8 +351,8 @@ WindowResult Trainer::finish_window(GradientAccumulator& accumulator) {
       return result;  // another rank ran out of memory: the window begins again
     for (WindowHooks* hooks : setup_.window_hooks)
       hooks->on_window_end(!result.skipped);
-    if (!result.skipped && setup_.communicator != nullptr)
-      dist::average_buffers(*setup_.communicator, *setup_.model);
+    if (!result.skipped && world_size_ > 1)
+      dist::average_buffers(*communicator_, *setup_.model);
     return result;
   } catch (const c10::OutOfMemoryError& error) {
     // The optimizer may have updated some parameters already, and its memory does not depend on
@@ -401,7 +393,7 @@ metrics::WindowRecord Trainer::make_record(const WindowResult& result, int64_t e
 metrics::EvalRecord Trainer::evaluate() {
   BB_CHECK(setup_.val_data != nullptr, "evaluate() without validation data");
   return engine::evaluate({setup_.model, setup_.objective, setup_.val_data, options_.eval_samples(),
-                           plan_.micro_batch, steps_taken_, setup_.communicator});
+                           plan_.micro_batch, steps_taken_, communicator_});
 }
 
 void Trainer::report_eval(metrics::EvalRecord record) {

@@ -214,8 +214,8 @@ void read_optimization(ConfigReader& c, TrainConfig& t) {
       .eps(c.get_double("optim.eps", 1e-8, "AdamW denominator epsilon"))
       .momentum(c.get_double("optim.momentum", 0.9, "SGD momentum"))
       .nesterov(c.get_bool("optim.nesterov", false, "SGD Nesterov momentum"));
-  t.job.trainer.max_grad_norm(
-      c.get_double("optim.max_grad_norm", 1.0, "clip the window gradient's norm; 0 = off"));
+  t.job.trainer.max_grad_norm(c.get_double("optim.max_grad_norm", t.job.trainer.max_grad_norm(),
+                                           "clip the window gradient's norm; 0 = off"));
   t.job.schedule
       .kind(engine::parse_schedule_kind(
           c.get_choice("schedule.kind", "warmup_cosine", {"constant", "warmup_cosine"},
@@ -273,20 +273,22 @@ double read_positive(ConfigReader& c, const std::string& key, double fallback,
 void read_loop(ConfigReader& c, TrainConfig& t) {
   engine::TrainerOptions& trainer = t.job.trainer;
   const int64_t steps =
-      read_at_least(c, "train.steps", 300, 0, "optimizer steps (windows); 0 = use train.epochs",
-                    ResumeChange::kPermitted);
+      read_at_least(c, "train.steps", trainer.total_steps(), 0,
+                    "optimizer steps (windows); 0 = use train.epochs", ResumeChange::kPermitted);
   t.job.epochs =
       read_at_least(c, "train.epochs", 0, 0, "passes over the training split; overrides steps",
                     ResumeChange::kPermitted);
   BB_CHECK_INPUT(steps > 0 || t.job.epochs > 0, c.source(),
                  ": train.steps and train.epochs are both 0; set one of them");
   trainer.total_steps(t.job.epochs > 0 ? 0 : steps);
-  trainer.eval_every(c.get_int(
-      "train.eval_every", 50, "evaluate every N optimizer steps; 0 = at end", ResumeChange::kFree));
-  trainer.eval_samples(c.get_int("train.eval_samples", 512, "validation samples per evaluation",
-                                 ResumeChange::kFree));
-  t.job.run.log_every = c.get_int(
-      "train.log_every", 10, "progress line every N steps (non-terminal)", ResumeChange::kFree);
+  trainer.eval_every(c.get_int("train.eval_every", trainer.eval_every(),
+                               "evaluate every N optimizer steps; 0 = at end",
+                               ResumeChange::kFree));
+  trainer.eval_samples(c.get_int("train.eval_samples", trainer.eval_samples(),
+                                 "validation samples per evaluation", ResumeChange::kFree));
+  t.job.run.log_every =
+      c.get_int("train.log_every", t.job.run.log_every,
+                "progress line every N steps (non-terminal)", ResumeChange::kFree);
   trainer.on_nonfinite(engine::parse_nonfinite_policy(
       c.get_choice("train.on_nonfinite", "skip", {"skip", "abort"},
                    "a window with inf/NaN loss or gradient: drop it (no step) or stop",
@@ -295,8 +297,9 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
   trainer.max_consecutive_skips(read_at_least(
       c, "train.max_consecutive_skips", trainer.max_consecutive_skips(), 0,
       "more skipped windows in a row than this stop the run", ResumeChange::kPermitted));
-  t.data.seed = static_cast<uint64_t>(
-      read_at_least(c, "train.seed", 1, 0, "seeds initialisation and data order"));
+  t.data.seed =
+      static_cast<uint64_t>(read_at_least(c, "train.seed", static_cast<int64_t>(trainer.seed()), 0,
+                                          "seeds initialisation and data order"));
   trainer.seed(t.data.seed);
   t.job.threads.backend(job::builtin_backend(t.model.kind))
       .openmp(read_at_least(c, "train.threads", 0, 0,
@@ -311,7 +314,7 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
                     "this one computes (extra memory); 0 = gather in the training thread",
                     ResumeChange::kFree));
   trainer.concurrent_micro_batches(c.get_int(
-      "train.concurrent_micro_batches", 1,
+      "train.concurrent_micro_batches", trainer.concurrent_micro_batches(),
       "micro-batches of a window run at once, one per thread (faster at small micro-batches, "
       "their activations at once; the same results); needs a model without BatchNorm or "
       "dropout",
@@ -323,13 +326,13 @@ void read_run_files(ConfigReader& c, TrainConfig& t) {
   t.job.run.directory = c.get_string(
       "train.run_dir", "", "run directory; empty = runs/<model>-<time>", ResumeChange::kFree);
   t.job.trainer.checkpoint_every(read_at_least(
-      c, "checkpoint.every", 100, 0,
+      c, "checkpoint.every", t.job.trainer.checkpoint_every(), 0,
       "save the training state (model, optimizer, data position, ...) every N optimizer steps "
       "and after the last; 0 = after the last only",
       ResumeChange::kFree));
   t.job.run.checkpoint_keep =
-      read_at_least(c, "checkpoint.keep", 3, 1, "newest checkpoints kept in <run_dir>/checkpoints",
-                    ResumeChange::kFree);
+      read_at_least(c, "checkpoint.keep", t.job.run.checkpoint_keep, 1,
+                    "newest checkpoints kept in <run_dir>/checkpoints", ResumeChange::kFree);
 }
 
 void read_dist(ConfigReader& c, TrainConfig& t) {

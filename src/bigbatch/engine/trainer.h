@@ -24,19 +24,19 @@
 
 namespace bigbatch::engine {
 
-/// Loop settings.
+/// Loop settings. The defaults are those of `bigbatch train`, whose config reads them from here.
 struct TrainerOptions {
   /// Optimizer steps (windows) to train.
-  TORCH_ARG(int64_t, total_steps) = 100;
+  TORCH_ARG(int64_t, total_steps) = 300;
   /// Evaluate every this many optimizer steps (and before the first and after the last); 0: only
   /// after the last.
-  TORCH_ARG(int64_t, eval_every) = 0;
+  TORCH_ARG(int64_t, eval_every) = 50;
   /// Validation samples per evaluation (the first ones, in order); 0: all of them.
-  TORCH_ARG(int64_t, eval_samples) = 0;
+  TORCH_ARG(int64_t, eval_samples) = 512;
   /// Seed of the data order.
   TORCH_ARG(uint64_t, seed) = 1;
   /// Clip the window gradient to this norm; 0: no clipping.
-  TORCH_ARG(double, max_grad_norm) = 0.0;
+  TORCH_ARG(double, max_grad_norm) = 1.0;
   /// On c10::OutOfMemoryError inside a window, restart the window with half the micro-batch
   /// (down to 1) instead of failing.
   TORCH_ARG(bool, retry_on_oom) = true;
@@ -60,7 +60,7 @@ struct TrainerOptions {
   TORCH_ARG(int64_t, prefetch_depth) = 8;
   /// Save a checkpoint (TrainingSetup::checkpoints) every this many optimizer steps, and after the
   /// last; 0: only after the last.
-  TORCH_ARG(int64_t, checkpoint_every) = 0;
+  TORCH_ARG(int64_t, checkpoint_every) = 100;
   /// Data parallel: bytes of gradient per all-reduce bucket (dist::ReducerOptions).
   TORCH_ARG(int64_t, bucket_bytes) = int64_t{1} << 20;
   /// Micro-batches of a window run at once, one per thread (engine::ConcurrentMicroBatches); 1

@@ -195,6 +195,21 @@ TEST(TrainingJob, ExtraSinksSeeEveryRecord) {
   EXPECT_EQ(sink.evals, 3);  // before the first step, after step 4 and after step 8
 }
 
+TEST(TrainingJob, LossScaleModesAndWhenTheyScale) {
+  for (const job::LossScaleMode mode :
+       {job::LossScaleMode::kAuto, job::LossScaleMode::kDynamic, job::LossScaleMode::kOff})
+    EXPECT_EQ(job::parse_loss_scale_mode(job::to_string(mode), "mode"), mode);
+  const std::string message =
+      testing::input_error_of([] { job::parse_loss_scale_mode("static", "loss_scale.mode"); });
+  EXPECT_NE(message.find("loss_scale.mode = \"static\""), std::string::npos) << message;
+  job::TrainingJobOptions options;
+  EXPECT_FALSE(job::loss_scaling_enabled(options));  // auto in fp32
+  options.precision = nn::Precision::kFp16;
+  EXPECT_TRUE(job::loss_scaling_enabled(options));
+  options.loss_scale = job::LossScaleMode::kOff;
+  EXPECT_FALSE(job::loss_scaling_enabled(options));
+}
+
 TEST(TrainingJob, BadInputLeavesNoRunDirectory) {
   const testing::TempDir dir;
   job::TrainingJobOptions options = small_options(dir.path() / "run");

@@ -12,7 +12,6 @@
 
 namespace bigbatch::cli {
 
-using job::LossScaleMode;
 using models::ModelKind;
 
 namespace {
@@ -230,9 +229,7 @@ void read_loss_scale(ConfigReader& c, TrainConfig& t) {
       c.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "off"},
                    "dynamic loss scaling: auto = only with model.precision = \"fp16\", dynamic = "
                    "always");
-  t.job.loss_scale = mode == "dynamic" ? LossScaleMode::kDynamic
-                     : mode == "off"   ? LossScaleMode::kOff
-                                       : LossScaleMode::kAuto;
+  t.job.loss_scale = job::parse_loss_scale_mode(mode, "loss_scale.mode");
   const engine::LossScalerOptions defaults;
   t.job.loss_scaler
       .init_scale(c.get_double("loss_scale.init_scale", defaults.init_scale(),

@@ -37,6 +37,16 @@ std::string to_string(LossScaleMode mode) {
   return "?";
 }
 
+LossScaleMode parse_loss_scale_mode(const std::string& text, const std::string& field) {
+  for (const LossScaleMode mode :
+       {LossScaleMode::kAuto, LossScaleMode::kDynamic, LossScaleMode::kOff}) {
+    if (text == to_string(mode))
+      return mode;
+  }
+  throw InputError(
+      cat(field, " = \"", text, "\" is not a loss scale mode; expected auto, dynamic or off"));
+}
+
 bool loss_scaling_enabled(const TrainingJobOptions& options) {
   return options.loss_scale == LossScaleMode::kDynamic ||
          (options.loss_scale == LossScaleMode::kAuto && options.precision == nn::Precision::kFp16);

@@ -31,6 +31,8 @@ enum class LossScaleMode {
 
 /// The spelling of a mode: "auto", "dynamic", "off".
 std::string to_string(LossScaleMode mode);
+/// The mode spelled `text`; throws InputError starting with `field` otherwise.
+LossScaleMode parse_loss_scale_mode(const std::string& text, const std::string& field);
 
 /// Where a run's files go and how it starts.
 struct RunOptions {

@@ -7,25 +7,10 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/nn/mode_guard.h"
 
 namespace bigbatch::models {
 namespace {
-
-/// Puts a module in eval mode and restores its previous mode when destroyed.
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(torch::nn::Module& module)
-      : module_(module), was_training_(module.is_training()) {
-    module_.eval();
-  }
-  ~EvalModeGuard() { module_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  torch::nn::Module& module_;
-  bool was_training_;
-};
 
 /// logits (V) -> logits (V) with everything but the top_k largest set to -inf.
 torch::Tensor keep_top_k(const torch::Tensor& logits, int64_t top_k) {
@@ -47,7 +32,7 @@ std::string generate_text(Gpt& model, const std::string& prompt, const SampleOpt
                  "generate_text needs a byte-level model (GptOptions.vocab <= 256), got vocab ",
                  model->options().vocab());
   torch::NoGradGuard no_grad;
-  EvalModeGuard eval_mode(*model);
+  nn::ModeGuard eval_mode(*model, /*train=*/false);
   torch::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed());
   const auto context = static_cast<size_t>(model->options().context());
   const torch::Device device = model->tok_embed->weight.device();

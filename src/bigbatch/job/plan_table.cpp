@@ -12,8 +12,8 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                        const engine::Plan& plan) {
   table.section("model");
   table.add("model", w.name, w.description);
-  const bool float64 = !w.module->parameters().empty() &&
-                       w.module->parameters().front().scalar_type() == torch::kFloat64;
+  const std::vector<torch::Tensor> parameters = w.module->parameters();
+  const bool float64 = !parameters.empty() && parameters.front().scalar_type() == torch::kFloat64;
   table.add("parameters", human_count(static_cast<double>(models::parameter_count(*w.module))),
             float64 ? "float64" : "float32");
   table.add("precision", nn::to_string(options.precision),

@@ -8,6 +8,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/dist/agreement.h"
+#include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/dist/worker_environment.h"
 #include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/engine/window_sampler.h"
@@ -56,72 +57,49 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// This process's place in the job: alone, or one rank of a data-parallel job.
-struct Ranks {
-  std::unique_ptr<dist::Communicator> communicator;  ///< null in a single process
-  int64_t rank = 0;
-  int64_t world_size = 1;
-  bool leader = true;  ///< rank 0: prints and writes the run directory
-};
-
-/// Joins the job the environment names (RANK, WORLD_SIZE, ...); alone without one.
-Ranks join(const std::optional<dist::WorkerEnvironment>& worker,
-           const TrainingJobOptions& options) {
-  Ranks ranks;
-  ranks.leader = !worker || worker->rank == 0;
+/// The ranks of the job the environment names (RANK, WORLD_SIZE, ...), or a job of one rank
+/// (dist::LocalCommunicator) without one.
+std::unique_ptr<dist::Communicator> join(const std::optional<dist::WorkerEnvironment>& worker,
+                                         const TrainingJobOptions& options) {
   if (!worker || worker->world_size == 1)
-    return ranks;
-  ranks.communicator = dist::connect(dist::ProcessGroupOptions()
-                                         .worker(*worker)
-                                         .timeout_seconds(options.dist_timeout)
-                                         .backend(options.dist_backend));
-  ranks.rank = ranks.communicator->rank();
-  ranks.world_size = ranks.communicator->world_size();
-  return ranks;
+    return std::make_unique<dist::LocalCommunicator>();
+  return dist::connect(dist::ProcessGroupOptions()
+                           .worker(*worker)
+                           .timeout_seconds(options.dist_timeout)
+                           .backend(options.dist_backend));
 }
 
-/// The plan with what it decides for the run.
-struct ResolvedPlan {
-  engine::Plan plan;
-  int64_t steps = 0;
-  int64_t windows_per_epoch = 0;
-  std::string micro_batch_search;  ///< how "auto" chose, or empty
-};
-
-/// Epochs -> steps and, for auto_micro_batch on a new run, the trial under the budget, agreed
-/// over the ranks (the smallest size any rank can hold).
-ResolvedPlan resolve_run_plan(const TrainingJobOptions& options, const Workload& w,
-                              const Ranks& ranks, bool resuming) {
+/// The plan of the run, with epochs -> steps and, for auto_micro_batch on a new run, the trial
+/// under the budget, agreed over the ranks (the smallest size any rank can hold). Fills the
+/// steps, windows per epoch and search of `facts`.
+engine::Plan resolve_run_plan(const TrainingJobOptions& options, const Workload& w,
+                              dist::Communicator& ranks, bool resuming, PlanFacts& facts) {
   engine::BatchOptions batch = options.batch;
-  batch.world_size(ranks.world_size);
+  batch.world_size(ranks.world_size());
   if (options.auto_micro_batch)
-    batch.micro_batch(batch.global_batch() / ranks.world_size).accum_steps(0);
-  ResolvedPlan resolved;
-  resolved.plan = engine::resolve_plan(batch);
-  const engine::Plan& plan = resolved.plan;
+    batch.micro_batch(batch.global_batch() / ranks.world_size()).accum_steps(0);
+  const engine::Plan plan = engine::resolve_plan(batch);
   BB_CHECK_INPUT(w.train->size() >= plan.global_batch, "the training split holds ", w.train->size(),
                  " samples, fewer than the global batch of ", plan.global_batch,
                  "; use more data or a smaller global batch");
-  resolved.windows_per_epoch =
+  facts.windows_per_epoch =
       engine::WindowSampler(w.train->size(), plan.global_batch, options.trainer.seed())
           .windows_per_epoch();
-  resolved.steps = options.epochs > 0 ? options.epochs * resolved.windows_per_epoch
-                                      : options.trainer.total_steps();
+  facts.steps =
+      options.epochs > 0 ? options.epochs * facts.windows_per_epoch : options.trainer.total_steps();
   memory::MemoryTracker::instance().set_budget(options.memory_budget);
-  if (options.auto_micro_batch && !resuming) {
-    BB_CHECK_INPUT(options.memory_budget > 0,
-                   "auto_micro_batch needs a memory_budget to fit the micro-batch in");
-    const engine::MicroBatchSearchResult found = search_micro_batch(
-        w, MicroBatchTrialOptions()
-               .global_batch(plan.rank_batch())
-               .budget_bytes(options.memory_budget)
-               .reserved_bytes(optimizer_state_bytes(options.optimizer, *w.module))
-               .concurrent_micro_batches(options.trainer.concurrent_micro_batches()));
-    resolved.plan =
-        even_plan(batch, dist::agree_on_micro_batch(ranks.communicator.get(), found.micro_batch));
-    resolved.micro_batch_search = found.describe();
-  }
-  return resolved;
+  if (!options.auto_micro_batch || resuming)
+    return plan;
+  BB_CHECK_INPUT(options.memory_budget > 0,
+                 "auto_micro_batch needs a memory_budget to fit the micro-batch in");
+  const engine::MicroBatchSearchResult found = search_micro_batch(
+      w, MicroBatchTrialOptions()
+             .global_batch(plan.rank_batch())
+             .budget_bytes(options.memory_budget)
+             .reserved_bytes(optimizer_state_bytes(options.optimizer, *w.module))
+             .concurrent_micro_batches(options.trainer.concurrent_micro_batches()));
+  facts.micro_batch_search = found.describe();
+  return even_plan(batch, dist::agree_on_micro_batch(&ranks, found.micro_batch));
 }
 
 /// Restores the newest usable checkpoint of the run being resumed and sets `plan`'s micro-batch
@@ -155,9 +133,9 @@ std::optional<engine::LoadedCheckpoint> resume_state(const RunOptions& run,
 
 /// Everything prepared for training, before the run directory is touched.
 struct PreparedRun {
-  Ranks ranks;
+  std::unique_ptr<dist::Communicator> ranks;  ///< never null: a job of one rank when alone
   Workload workload;
-  ResolvedPlan resolved;
+  engine::Plan plan;
   TrainingParts parts;
   engine::CheckpointParts checkpoint_parts;
   std::optional<engine::LoadedCheckpoint> resumed;
@@ -178,8 +156,7 @@ engine::TrainSummary fit(PreparedRun& run, engine::TrainingSetup setup,
     const StopSignals signals;
     summary = trainer.fit();
   }
-  if (run.ranks.communicator)
-    run.ranks.communicator->any(false, "the end of training");
+  run.ranks->any(false, "the end of training");
   return summary;
 }
 
@@ -226,7 +203,7 @@ JobResult lead(const TrainingJobOptions& options, PreparedRun& run,
   const std::string run_dir =
       resuming ? options.run.resume_dir : create_run_dir(options.run.directory, w.name);
   run.facts.run_dir = run_dir;
-  const std::string table = plan_table(options, w, run.resolved.plan, run.facts).render();
+  const std::string table = plan_table(options, w, run.plan, run.facts).render();
   out << table << std::flush;
   if (resuming)
     rewind_run_dir(run_dir, *run.resumed, out);
@@ -257,8 +234,7 @@ JobResult lead(const TrainingJobOptions& options, PreparedRun& run,
     annotation["model"] = w.model_spec;
     return annotation.dump();
   });
-  engine::TrainingSetup setup =
-      training_setup(w, run.parts, run.resolved.plan, run.ranks.communicator.get());
+  engine::TrainingSetup setup = training_setup(w, run.parts, run.plan, run.ranks.get());
   setup.checkpoints = &checkpointer;
   std::vector<metrics::MetricsSink*> sinks = {&metrics_file, &events_file, &progress};
   sinks.insert(sinks.end(), extra_sinks.begin(), extra_sinks.end());
@@ -287,7 +263,8 @@ JobResult TrainingJob::run(std::ostream& terminal) {
   const std::optional<dist::WorkerEnvironment> worker = dist::read_worker_environment();
   // Only rank 0 prints and writes files; the others report errors only.
   std::ostream quiet(nullptr);
-  std::ostream& out = !worker || worker->rank == 0 ? terminal : quiet;
+  const bool leader = !worker || worker->rank == 0;
+  std::ostream& out = leader ? terminal : quiet;
   const bool resuming = !options_.run.resume_dir.empty();
   PreparedRun run;
   run.facts.threads = apply_thread_options(options_, worker ? worker->local_world_size : 1);
@@ -296,32 +273,28 @@ JobResult TrainingJob::run(std::ostream& terminal) {
   run.ranks = join(worker, options_);
   torch::manual_seed(options_.trainer.seed());
   run.workload = build_checked(build_, options_.precision);
-  run.resolved = resolve_run_plan(options_, run.workload, run.ranks, resuming);
+  run.plan = resolve_run_plan(options_, run.workload, *run.ranks, resuming, run.facts);
   // Ranks draw different dropout masks (the model itself came from the same seed everywhere, and
   // the trainer broadcasts rank 0's weights anyway).
-  if (run.ranks.communicator)
-    torch::manual_seed(options_.trainer.seed() + static_cast<uint64_t>(run.ranks.rank) * 1000003);
-  run.parts = make_training_parts(options_, run.workload, run.resolved.plan, run.resolved.steps);
+  if (run.ranks->world_size() > 1)
+    torch::manual_seed(options_.trainer.seed() +
+                       static_cast<uint64_t>(run.ranks->rank()) * 1000003);
+  run.parts = make_training_parts(options_, run.workload, run.plan, run.facts.steps);
   run.checkpoint_parts = {run.workload.module.get(), run.parts.optimizer.get(),
-                          run.parts.loss_scaler.get(), &run.resolved.plan, run.ranks.rank};
+                          run.parts.loss_scaler.get(), &run.plan, run.ranks->rank()};
   if (resuming) {
-    run.resumed = resume_state(options_.run, run.checkpoint_parts, run.resolved.steps,
-                               run.resolved.plan, out);
+    run.resumed = resume_state(options_.run, run.checkpoint_parts, run.facts.steps, run.plan, out);
     if (!run.resumed)
       return {};  // finished already
   }
-  run.facts.steps = run.resolved.steps;
-  run.facts.windows_per_epoch = run.resolved.windows_per_epoch;
-  run.facts.micro_batch_search = run.resolved.micro_batch_search;
   if (options_.run.plan_only) {
-    out << plan_table(options_, run.workload, run.resolved.plan, run.facts).render();
+    out << plan_table(options_, run.workload, run.plan, run.facts).render();
     return {};
   }
-  if (run.ranks.leader)
+  if (leader)
     return lead(options_, run, extra_sinks_, out);
-  const engine::TrainSummary summary = fit(
-      run, training_setup(run.workload, run.parts, run.resolved.plan, run.ranks.communicator.get()),
-      {});
+  const engine::TrainSummary summary =
+      fit(run, training_setup(run.workload, run.parts, run.plan, run.ranks.get()), {});
   return {summary.stopped ? 128 + StopSignals::signal_number() : 0, summary, "", ""};
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/models/gpt.h"
 #include "bigbatch/models/mlp.h"
 #include "engine/accumulation_helpers.h"
@@ -208,6 +209,66 @@ TEST(Accumulator, ClipsTheWindowGradientNotEachMicroBatch) {
   const torch::Tensor expected = full * (max_norm / (norm + 1e-6));
   EXPECT_LE(relative_difference(torch::cat(update), expected), 1e-10);
   EXPECT_NEAR(torch::cat(update).norm().item<double>(), max_norm, 1e-6);
+}
+
+/// A world of two ranks whose collectives are never reached: set_data_parallel refuses it first.
+class TwoRanksNeverCalled : public dist::LocalCommunicator {
+ public:
+  int64_t world_size() const override { return 2; }
+};
+
+TEST(Accumulator, ManyRanksNeedAGradientReducer) {
+  MlpCase c = make_mlp(torch::kFloat64, 8);
+  torch::optim::SGD sgd(c.model->parameters(), torch::optim::SGDOptions(0.1));
+  engine::GradientAccumulator accumulator(c.model->parameters(), sgd, nullptr);
+  TwoRanksNeverCalled two;
+  try {
+    accumulator.set_data_parallel(&two, nullptr);
+    FAIL() << "expected a logic_error";
+  } catch (const std::logic_error& error) {
+    EXPECT_NE(std::string(error.what()).find("over 2 ranks needs a gradient reducer"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(Accumulator, AJobOfOneRankStepsAsASingleProcess) {
+  // The same two windows: alone, then with an explicit LocalCommunicator and no reducer.
+  std::vector<engine::WindowResult> results;
+  std::vector<torch::Tensor> weights;
+  for (const bool explicit_local : {false, true}) {
+    MlpCase c = make_mlp(torch::kFloat64, 8);
+    torch::optim::SGD sgd(c.model->parameters(), torch::optim::SGDOptions(0.1));
+    engine::GradientAccumulator accumulator(c.model->parameters(), sgd, nullptr);
+    dist::LocalCommunicator local;
+    if (explicit_local)
+      accumulator.set_data_parallel(&local, nullptr);
+    accumulator.abort_window();  // no window open: nothing happens
+    for (int window = 0; window < 2; ++window) {
+      accumulator.begin_window({8, 8});
+      for (const data::Batch& part : split(c.batch, {3, 5}))
+        accumulator.backward(c.objective->loss_sum(part), c.objective->count(part));
+      results.push_back(accumulator.step());
+    }
+    accumulator.begin_window({8, 8});
+    accumulator.backward(c.objective->loss_sum(c.batch), {8, 8});
+    accumulator.abort_window();  // an abandoned window: no step, no gradient left
+    EXPECT_EQ(accumulator.steps_taken(), 2);
+    std::vector<torch::Tensor> flat;
+    for (const torch::Tensor& p : c.model->parameters()) {
+      EXPECT_FALSE(p.grad().defined());
+      flat.push_back(p.detach().flatten());
+    }
+    weights.push_back(torch::cat(flat));
+  }
+  ASSERT_EQ(results.size(), 4u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].mean_loss, results[i + 2].mean_loss);
+    EXPECT_TRUE(results[i + 2].abandoned_by.empty());
+    EXPECT_FALSE(results[i + 2].restarted);
+  }
+  EXPECT_NE(results[0].mean_loss, results[1].mean_loss);  // the first step moved the weights
+  EXPECT_TRUE(torch::equal(weights[0], weights[1]));
 }
 
 }  // namespace

@@ -98,9 +98,11 @@ TEST(Gpt, ParameterCountMatchesHandComputation) {
   EXPECT_EQ(block, 12704);
   EXPECT_EQ(parameter_count(*small), 256 * 32 + 16 * 32 + 2 * block + 64 + 32 * 256);
   EXPECT_EQ(parameter_count(*small), 42368);
-  // Defaults (C=128, L=4, V=256, T=128): 12*C*C*L + 13*C*L + 2*V*C + T*C + 2*C.
+  // Defaults (C=128, L=4, V=256, T=64): 12*C*C*L + 13*C*L + 2*V*C + T*C + 2*C.
   Gpt defaults;
-  EXPECT_EQ(parameter_count(*defaults), 875264);
+  EXPECT_EQ(parameter_count(*defaults),
+            12 * 128 * 128 * 4 + 13 * 128 * 4 + 2 * 256 * 128 + 64 * 128 + 2 * 128);
+  EXPECT_EQ(parameter_count(*defaults), 867072);
 }
 
 TEST(Gpt, InitialisationFollowsGpt2) {

@@ -10,6 +10,7 @@
 #include "bigbatch/core/blas_library.h"
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/threads.h"
+#include "bigbatch/data/text_corpus.h"
 
 namespace bigbatch::cli {
 
@@ -69,7 +70,7 @@ Finding memory_finding(const MemoryInfo& memory);
 
 /// Where the built-in data sets are looked for.
 struct DatasetLocations {
-  std::string fortunes = "/usr/share/games/fortunes";  ///< Debian's `fortunes`
+  std::string fortunes = data::kFortunesDirectory;  ///< Debian's `fortunes`
   std::string fashion_mnist;  ///< Debian's `dataset-fashion-mnist`; empty: its default place
 };
 

@@ -19,7 +19,7 @@ namespace {
 nn::CheckpointPolicy read_checkpointing(ConfigReader& c, const std::string& section) {
   const std::string key = section + ".checkpointing";
   return nn::parse_checkpoint_policy(
-      c.get_string(key, "none",
+      c.get_string(key, nn::CheckpointPolicy().to_string(),
                    "recompute activations in backward: \"none\", \"blocks\" or \"every:N\""),
       key);
 }
@@ -71,21 +71,24 @@ void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
 void read_block_models(ConfigReader& c, TrainConfig& t) {
   const nn::CheckpointPolicy gpt = read_checkpointing(c, "gpt");
   const nn::CheckpointPolicy resnet = read_checkpointing(c, "resnet");
-  t.model.resnet.depth(c.get_int("resnet.depth", 8, "layers: 6n+2 (8, 14, 20, 32, 44, 56)"))
-      .width(c.get_int("resnet.width", 16, "channels of the first stage (x2, x4 in the next)"))
-      .norm(nn::parse_norm_kind(
-          c.get_choice("resnet.norm", "batch", {"batch", "group", "layer", "instance"},
-                       "normalisation after every convolution"),
-          "resnet.norm"));
+  t.model.resnet
+      .depth(
+          c.get_int("resnet.depth", t.model.resnet.depth(), "layers: 6n+2 (8, 14, 20, 32, 44, 56)"))
+      .width(c.get_int("resnet.width", t.model.resnet.width(),
+                       "channels of the first stage (x2, x4 in the next)"))
+      .norm(nn::parse_norm_kind(c.get_choice("resnet.norm", nn::to_string(t.model.resnet.norm()),
+                                             {"batch", "group", "layer", "instance"},
+                                             "normalisation after every convolution"),
+                                "resnet.norm"));
   const nn::CheckpointPolicy bert = read_checkpointing(c, "bert");
   t.model.bert
-      .context(c.get_int("bert.context", 256,
+      .context(c.get_int("bert.context", t.model.bert.context(),
                          "bytes of a fortune the model reads (longer "
                          "ones are cut)"))
-      .layers(c.get_int("bert.layers", 2, "encoder blocks"))
-      .heads(c.get_int("bert.heads", 4, "attention heads per block"))
-      .embed(c.get_int("bert.embed", 128, "width of the residual stream"))
-      .dropout(c.get_double("bert.dropout", 0.1, "dropout probability"));
+      .layers(c.get_int("bert.layers", t.model.bert.layers(), "encoder blocks"))
+      .heads(c.get_int("bert.heads", t.model.bert.heads(), "attention heads per block"))
+      .embed(c.get_int("bert.embed", t.model.bert.embed(), "width of the residual stream"))
+      .dropout(c.get_double("bert.dropout", t.model.bert.dropout(), "dropout probability"));
   t.model.checkpointing = t.model.kind == ModelKind::kGpt      ? gpt
                           : t.model.kind == ModelKind::kResnet ? resnet
                           : t.model.kind == ModelKind::kBert   ? bert
@@ -98,20 +101,22 @@ void read_block_models(ConfigReader& c, TrainConfig& t) {
 
 void read_models(ConfigReader& c, TrainConfig& t) {
   const std::string kind =
-      c.get_choice("model.kind", "gpt", {"gpt", "mlp", "resnet", "bert"},
+      c.get_choice("model.kind", models::to_string(t.model.kind), {"gpt", "mlp", "resnet", "bert"},
                    "which built-in model: gpt and mlp learn the next byte of data.path, resnet "
                    "classifies the images of data.train_images, bert the fortune collections of "
                    "data.path");
   t.model.kind = models::parse_model_kind(kind, "model.kind");
   t.model.norm_policy = engine::parse_norm_policy(
-      c.get_choice("model.norm_policy", "keep", {"keep", "group", "ghost"},
+      c.get_choice("model.norm_policy", engine::to_string(t.model.norm_policy),
+                   {"keep", "group", "ghost"},
                    "BatchNorm under accumulation: keep = per micro-batch, group = GroupNorm "
                    "instead, ghost = running statistics over the whole window"),
       "model.norm_policy");
-  t.model.float64 = c.get_choice("model.dtype", "float32", {"float32", "float64"},
-                                 "dtype of parameters, gradients and optimizer state") == "float64";
+  t.model.float64 =
+      c.get_choice("model.dtype", t.model.float64 ? "float64" : "float32", {"float32", "float64"},
+                   "dtype of parameters, gradients and optimizer state") == "float64";
   t.job.precision = nn::parse_precision(
-      c.get_choice("model.precision", "fp32", {"fp32", "bf16", "fp16"},
+      c.get_choice("model.precision", nn::to_string(t.job.precision), {"fp32", "bf16", "fp16"},
                    "compute precision of forward passes (autocast); weights and gradients stay "
                    "in model.dtype"),
       "model.precision");
@@ -120,7 +125,8 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                  "\" autocasts float32 weights; with model.dtype = \"float64\" use "
                  "model.precision = \"fp32\"");
   t.job.bf16_matmul = nn::parse_bf16_matmul(
-      c.get_choice("model.bf16_matmul", "auto", {"auto", "native", "fp32"},
+      c.get_choice("model.bf16_matmul", nn::to_string(t.job.bf16_matmul),
+                   {"auto", "native", "fp32"},
                    "kernels of the matrix products model.precision = \"bf16\" computes in: "
                    "fp32 = bf16-rounded operands on fp32 kernels (the same bf16 results, ~3x "
                    "faster on CPUs without bf16 instructions), native = oneDNN's bf16 kernels, "
@@ -133,24 +139,28 @@ void read_models(ConfigReader& c, TrainConfig& t) {
     throw InputError(cat(c.source(), ": ", with_config_keys(error.what())));
   }
   read_block_models(c, t);
-  t.model.gpt.context(c.get_int("gpt.context", 64, "bytes of context the model sees"))
-      .layers(c.get_int("gpt.layers", 4, "transformer blocks"))
-      .heads(c.get_int("gpt.heads", 4, "attention heads per block"))
-      .embed(c.get_int("gpt.embed", 128, "width of the residual stream"))
-      .dropout(c.get_double("gpt.dropout", 0.0, "dropout probability"));
-  t.model.mlp.context(c.get_int("mlp.context", 8, "previous bytes the model sees"))
-      .embed(c.get_int("mlp.embed", 32, "embedding width per byte"))
-      .hidden(c.get_int("mlp.hidden", 256, "hidden layer width"))
-      .layers(c.get_int("mlp.layers", 2, "hidden layers"))
-      .dropout(c.get_double("mlp.dropout", 0.0, "dropout probability"));
+  t.model.gpt
+      .context(c.get_int("gpt.context", t.model.gpt.context(), "bytes of context the model sees"))
+      .layers(c.get_int("gpt.layers", t.model.gpt.layers(), "transformer blocks"))
+      .heads(c.get_int("gpt.heads", t.model.gpt.heads(), "attention heads per block"))
+      .embed(c.get_int("gpt.embed", t.model.gpt.embed(), "width of the residual stream"))
+      .dropout(c.get_double("gpt.dropout", t.model.gpt.dropout(), "dropout probability"));
+  t.model.mlp
+      .context(c.get_int("mlp.context", t.model.mlp.context(), "previous bytes the model sees"))
+      .embed(c.get_int("mlp.embed", t.model.mlp.embed(), "embedding width per byte"))
+      .hidden(c.get_int("mlp.hidden", t.model.mlp.hidden(), "hidden layer width"))
+      .layers(c.get_int("mlp.layers", t.model.mlp.layers(), "hidden layers"))
+      .dropout(c.get_double("mlp.dropout", t.model.mlp.dropout(), "dropout probability"));
 }
 
 void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
   t.data.text
       .path(c.get_string("data.path", t.data.text.path(),
                          "a text file, or a directory of text files (Debian's fortunes)"))
-      .val_fraction(c.get_double("data.val_fraction", 0.1, "share of the corpus held out"))
-      .split_block(c.get_int("data.split_block", 4096, "bytes per block dealt to train or val"));
+      .val_fraction(c.get_double("data.val_fraction", t.data.text.val_fraction(),
+                                 "share of the corpus held out"))
+      .split_block(c.get_int("data.split_block", t.data.text.split_block(),
+                             "bytes per block dealt to train or val"));
   const data::IdxPaths train = data::fashion_mnist_paths(data::kFashionMnistDirectory, "train");
   const data::IdxPaths test = data::fashion_mnist_paths(data::kFashionMnistDirectory, "test");
   t.data.idx.train_images = c.get_string("data.train_images", train.images,
@@ -159,17 +169,17 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
   t.data.idx.test_images =
       c.get_string("data.test_images", test.images, "IDX images evaluated on (resnet)");
   t.data.idx.test_labels = c.get_string("data.test_labels", test.labels, "IDX labels of those");
-  t.data.idx.subsample =
-      c.get_int("data.subsample", 0, "training images used, a seeded subset (resnet); 0 = all");
+  t.data.idx.subsample = c.get_int("data.subsample", t.data.idx.subsample,
+                                   "training images used, a seeded subset (resnet); 0 = all");
   BB_CHECK_INPUT(t.data.idx.subsample >= 0, c.where("data.subsample"),
                  ": data.subsample = ", t.data.idx.subsample, " must be >= 0");
   t.data.fortunes.directory(t.data.text.path())
-      .min_per_class(
-          c.get_int("data.min_per_class", 50, "fortunes a collection needs to be a class (bert)"))
+      .min_per_class(c.get_int("data.min_per_class", t.data.fortunes.min_per_class(),
+                               "fortunes a collection needs to be a class (bert)"))
       .max_bytes(t.model.bert.context())
       .test_fraction(t.data.text.val_fraction());
-  const int64_t accum_steps =
-      c.get_int("batch.accum_steps", 0, "micro-batches per optimizer step; 0 = from micro_batch");
+  const int64_t accum_steps = c.get_int("batch.accum_steps", t.job.batch.accum_steps(),
+                                        "micro-batches per optimizer step; 0 = from micro_batch");
   // micro_batch defaults to 8 unless accum_steps decides it; "auto" fits it to memory.budget.
   const std::optional<int64_t> micro_batch = c.get_int_or_keyword(
       "batch.micro_batch", accum_steps > 0 ? 0 : 8, "auto",
@@ -181,7 +191,9 @@ void read_data_and_batch(ConfigReader& c, TrainConfig& t) {
                  ": batch.micro_batch = \"auto\" chooses accum_steps too; leave batch.accum_steps "
                  "unset, got ",
                  accum_steps);
-  t.job.batch.global_batch(c.get_int("batch.global_batch", 64, "samples per optimizer step"))
+  t.job.batch
+      .global_batch(
+          c.get_int("batch.global_batch", t.job.batch.global_batch(), "samples per optimizer step"))
       .micro_batch(micro_batch.value_or(0))
       .accum_steps(accum_steps);
 }
@@ -196,37 +208,43 @@ void read_memory(ConfigReader& c, TrainConfig& t) {
 }
 
 void read_optimization(ConfigReader& c, TrainConfig& t) {
-  const std::string optimizer =
-      c.get_choice("optim.name", "adamw", {"adamw", "sgd"}, "update rule");
+  const std::string optimizer = c.get_choice(
+      "optim.name", engine::to_string(t.job.optimizer.kind()), {"adamw", "sgd"}, "update rule");
   t.job.optimizer.kind(engine::parse_optimizer_kind(optimizer, "optim.name"));
-  const double lr = c.get_double("optim.lr", 4e-3, "learning rate at optim.base_batch");
+  const double lr =
+      c.get_double("optim.lr", t.job.batch.base_lr(), "learning rate at optim.base_batch");
   t.job.batch.base_lr(lr)
       .lr_scaling(engine::parse_lr_scaling(
-          c.get_choice("optim.lr_scaling", "none", {"none", "linear", "sqrt"},
+          c.get_choice("optim.lr_scaling", engine::to_string(t.job.batch.lr_scaling()),
+                       {"none", "linear", "sqrt"},
                        "how lr follows global_batch relative to base_batch"),
           "optim.lr_scaling"))
-      .base_batch(c.get_int("optim.base_batch", 0, "batch at which lr was tuned; 0 = global"));
+      .base_batch(c.get_int("optim.base_batch", t.job.batch.base_batch(),
+                            "batch at which lr was tuned; 0 = global"));
   t.job.optimizer.lr(lr)
-      .weight_decay(c.get_double("optim.weight_decay", 0.1, "decoupled (AdamW) or L2 (SGD)"))
-      .beta1(c.get_double("optim.beta1", 0.9, "AdamW first-moment decay"))
-      .beta2(c.get_double("optim.beta2", 0.99, "AdamW second-moment decay"))
-      .eps(c.get_double("optim.eps", 1e-8, "AdamW denominator epsilon"))
-      .momentum(c.get_double("optim.momentum", 0.9, "SGD momentum"))
-      .nesterov(c.get_bool("optim.nesterov", false, "SGD Nesterov momentum"));
+      .weight_decay(c.get_double("optim.weight_decay", t.job.optimizer.weight_decay(),
+                                 "decoupled (AdamW) or L2 (SGD)"))
+      .beta1(c.get_double("optim.beta1", t.job.optimizer.beta1(), "AdamW first-moment decay"))
+      .beta2(c.get_double("optim.beta2", t.job.optimizer.beta2(), "AdamW second-moment decay"))
+      .eps(c.get_double("optim.eps", t.job.optimizer.eps(), "AdamW denominator epsilon"))
+      .momentum(c.get_double("optim.momentum", t.job.optimizer.momentum(), "SGD momentum"))
+      .nesterov(c.get_bool("optim.nesterov", t.job.optimizer.nesterov(), "SGD Nesterov momentum"));
   t.job.trainer.max_grad_norm(c.get_double("optim.max_grad_norm", t.job.trainer.max_grad_norm(),
                                            "clip the window gradient's norm; 0 = off"));
   t.job.schedule
       .kind(engine::parse_schedule_kind(
-          c.get_choice("schedule.kind", "warmup_cosine", {"constant", "warmup_cosine"},
-                       "learning-rate shape over the run"),
+          c.get_choice("schedule.kind", engine::to_string(t.job.schedule.kind()),
+                       {"constant", "warmup_cosine"}, "learning-rate shape over the run"),
           "schedule.kind"))
-      .warmup_steps(c.get_int("schedule.warmup_steps", 20, "optimizer steps of linear warmup"))
-      .min_lr_ratio(c.get_double("schedule.min_lr_ratio", 0.1, "final lr / peak lr"));
+      .warmup_steps(c.get_int("schedule.warmup_steps", t.job.schedule.warmup_steps(),
+                              "optimizer steps of linear warmup"))
+      .min_lr_ratio(c.get_double("schedule.min_lr_ratio", t.job.schedule.min_lr_ratio(),
+                                 "final lr / peak lr"));
 }
 
 void read_loss_scale(ConfigReader& c, TrainConfig& t) {
   const std::string mode =
-      c.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "off"},
+      c.get_choice("loss_scale.mode", job::to_string(t.job.loss_scale), {"auto", "dynamic", "off"},
                    "dynamic loss scaling: auto = only with model.precision = \"fp16\", dynamic = "
                    "always");
   t.job.loss_scale = job::parse_loss_scale_mode(mode, "loss_scale.mode");
@@ -273,8 +291,8 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
       read_at_least(c, "train.steps", trainer.total_steps(), 0,
                     "optimizer steps (windows); 0 = use train.epochs", ResumeChange::kPermitted);
   t.job.epochs =
-      read_at_least(c, "train.epochs", 0, 0, "passes over the training split; overrides steps",
-                    ResumeChange::kPermitted);
+      read_at_least(c, "train.epochs", t.job.epochs, 0,
+                    "passes over the training split; overrides steps", ResumeChange::kPermitted);
   BB_CHECK_INPUT(steps > 0 || t.job.epochs > 0, c.source(),
                  ": train.steps and train.epochs are both 0; set one of them");
   trainer.total_steps(t.job.epochs > 0 ? 0 : steps);
@@ -287,7 +305,8 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
       c.get_int("train.log_every", t.job.run.log_every,
                 "progress line every N steps (non-terminal)", ResumeChange::kFree);
   trainer.on_nonfinite(engine::parse_nonfinite_policy(
-      c.get_choice("train.on_nonfinite", "skip", {"skip", "abort"},
+      c.get_choice("train.on_nonfinite", engine::to_string(trainer.on_nonfinite()),
+                   {"skip", "abort"},
                    "a window with inf/NaN loss or gradient: drop it (no step) or stop",
                    ResumeChange::kPermitted),
       "train.on_nonfinite"));
@@ -299,10 +318,10 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
                                           "seeds initialisation and data order"));
   trainer.seed(t.data.seed);
   t.job.threads.backend(job::builtin_backend(t.model.kind))
-      .openmp(read_at_least(c, "train.threads", 0, 0,
+      .openmp(read_at_least(c, "train.threads", t.job.threads.openmp(), 0,
                             "OpenMP intra-op threads; 0 = automatic (fp32: 1, bf16: all cores)",
                             ResumeChange::kFree))
-      .blas(read_at_least(c, "train.blas_threads", 0, 0,
+      .blas(read_at_least(c, "train.blas_threads", t.job.threads.blas(), 0,
                           "OpenBLAS threads; 0 = automatic (fp32: all cores, bf16: 1)",
                           ResumeChange::kFree));
   trainer.prefetch_depth(
@@ -320,8 +339,9 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
 }
 
 void read_run_files(ConfigReader& c, TrainConfig& t) {
-  t.job.run.directory = c.get_string(
-      "train.run_dir", "", "run directory; empty = runs/<model>-<time>", ResumeChange::kFree);
+  t.job.run.directory =
+      c.get_string("train.run_dir", t.job.run.directory,
+                   "run directory; empty = runs/<model>-<time>", ResumeChange::kFree);
   t.job.trainer.checkpoint_every(read_at_least(
       c, "checkpoint.every", t.job.trainer.checkpoint_every(), 0,
       "save the training state (model, optimizer, data position, ...) every N optimizer steps "
@@ -334,7 +354,7 @@ void read_run_files(ConfigReader& c, TrainConfig& t) {
 
 void read_dist(ConfigReader& c, TrainConfig& t) {
   t.job.dist_timeout = read_positive(
-      c, "dist.timeout", 300.0,
+      c, "dist.timeout", t.job.dist_timeout,
       "data parallel: seconds a collective may wait for the other ranks before the job fails, "
       "naming the rank that stopped",
       " of seconds", ResumeChange::kFree);
@@ -344,7 +364,7 @@ void read_dist(ConfigReader& c, TrainConfig& t) {
                    ResumeChange::kFree),
       false, c.where("dist.backend") + ": dist.backend");
   const double bucket_mb = read_positive(
-      c, "dist.bucket_mb", 1.0,
+      c, "dist.bucket_mb", static_cast<double>(t.job.trainer.bucket_bytes()) / (1024.0 * 1024.0),
       "data parallel: MiB of gradient per all-reduce bucket; smaller buckets start earlier "
       "in the last backward of a window",
       "", ResumeChange::kFree);
@@ -353,15 +373,15 @@ void read_dist(ConfigReader& c, TrainConfig& t) {
 }
 
 void read_sample(ConfigReader& c, TrainConfig& t) {
-  t.model.prompt = c.get_string("sample.prompt", "The ", "text the final sample continues (GPT)",
-                                ResumeChange::kFree);
+  t.model.prompt = c.get_string("sample.prompt", t.model.prompt,
+                                "text the final sample continues (GPT)", ResumeChange::kFree);
   t.model.sample
-      .max_new_bytes(
-          c.get_int("sample.bytes", 300, "bytes to generate; 0 = no sample", ResumeChange::kFree))
-      .temperature(
-          c.get_double("sample.temperature", 0.8, "softmax temperature", ResumeChange::kFree))
-      .top_k(c.get_int("sample.top_k", 40, "sample among the k likeliest bytes; 0 = all",
-                       ResumeChange::kFree))
+      .max_new_bytes(c.get_int("sample.bytes", t.model.sample.max_new_bytes(),
+                               "bytes to generate; 0 = no sample", ResumeChange::kFree))
+      .temperature(c.get_double("sample.temperature", t.model.sample.temperature(),
+                                "softmax temperature", ResumeChange::kFree))
+      .top_k(c.get_int("sample.top_k", t.model.sample.top_k(),
+                       "sample among the k likeliest bytes; 0 = all", ResumeChange::kFree))
       .seed(t.data.seed);
 }
 

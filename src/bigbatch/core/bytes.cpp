@@ -57,6 +57,45 @@ int64_t unit_multiplier(const std::string& unit) {
                        "2TB: 1000^n bytes); units are case-insensitive and may follow a space"));
 }
 
+/// The number at the front of a byte size: whole part and fraction numerator / denominator.
+struct LeadingNumber {
+  int64_t whole = 0;
+  uint64_t numerator = 0;
+  uint64_t denominator = 1;
+  bool has_fraction = false;
+  size_t end = 0;  ///< where the number stops in the text
+};
+
+/// Reads digits[.digits] from text[begin, end); fails unless a digit is there.
+LeadingNumber read_number(const std::string& text, size_t begin, size_t end,
+                          const std::string& field) {
+  LeadingNumber number;
+  size_t pos = begin;
+  for (; pos < end && is_digit(text[pos]); ++pos) {  // overflow checked as digits accumulate
+    const int digit = text[pos] - '0';
+    if (number.whole > (kMax - digit) / 10)
+      fail(text, field, "it is larger than 2^63 - 1 bytes");
+    number.whole = number.whole * 10 + digit;
+  }
+  const bool has_whole = pos > begin;
+  if (pos < end && text[pos] == '.') {
+    ++pos;
+    for (; pos < end && is_digit(text[pos]); ++pos) {
+      number.has_fraction = true;
+      if (number.denominator < 1000000000000000000ull) {  // 18 digits: far below a byte
+        number.numerator = number.numerator * 10 + static_cast<uint64_t>(text[pos] - '0');
+        number.denominator *= 10;
+      }
+    }
+    if (!number.has_fraction)
+      fail(text, field, "a digit must follow the decimal point");
+  }
+  if (!has_whole && !number.has_fraction)
+    fail(text, field, "it does not start with a number");
+  number.end = pos;
+  return number;
+}
+
 }  // namespace
 
 int64_t parse_bytes(const std::string& text, const std::string& field) {
@@ -70,58 +109,26 @@ int64_t parse_bytes(const std::string& text, const std::string& field) {
     fail(text, field, "it is empty");
   if (text[begin] == '-')
     fail(text, field, "it is negative");
-
-  // Whole part, with an overflow check as digits accumulate.
-  size_t pos = begin;
-  int64_t whole = 0;
-  const size_t whole_begin = pos;
-  for (; pos < end && is_digit(text[pos]); ++pos) {
-    const int digit = text[pos] - '0';
-    if (whole > (kMax - digit) / 10)
-      fail(text, field, "it is larger than 2^63 - 1 bytes");
-    whole = whole * 10 + digit;
-  }
-  const bool has_whole = pos > whole_begin;
-
-  // Fraction: up to 18 digits are kept (further digits are far below a byte).
-  uint64_t numerator = 0;
-  uint64_t denominator = 1;
-  bool has_fraction = false;
-  if (pos < end && text[pos] == '.') {
-    ++pos;
-    for (; pos < end && is_digit(text[pos]); ++pos) {
-      has_fraction = true;
-      if (denominator < 1000000000000000000ull) {
-        numerator = numerator * 10 + static_cast<uint64_t>(text[pos] - '0');
-        denominator *= 10;
-      }
-    }
-    if (!has_fraction)
-      fail(text, field, "a digit must follow the decimal point");
-  }
-  if (!has_whole && !has_fraction)
-    fail(text, field, "it does not start with a number");
-
+  const LeadingNumber number = read_number(text, begin, end, field);
+  size_t pos = number.end;
   while (pos < end && is_space(text[pos]))
     ++pos;
-  const std::string unit = lower(text.substr(pos, end - pos));
-  const int64_t multiplier = unit_multiplier(unit);
+  const int64_t multiplier = unit_multiplier(lower(text.substr(pos, end - pos)));
   if (multiplier == 0)
     fail(text, field, cat("unknown unit \"", text.substr(pos, end - pos), "\""));
-  if (has_fraction && multiplier == 1 && numerator != 0)
+  if (number.has_fraction && multiplier == 1 && number.numerator != 0)
     fail(text, field, "a count of bytes must be a whole number");
-
-  if (whole > kMax / multiplier)
+  if (number.whole > kMax / multiplier)
     fail(text, field, "it is larger than 2^63 - 1 bytes");
-  int64_t bytes = whole * multiplier;
   // numerator < 10^18 and multiplier <= 2^40: the product is exact in long double up to 2^64,
   // and close enough beyond that to round to the nearest byte.
-  const long double part = static_cast<long double>(numerator) * multiplier / denominator;
+  const long double part =
+      static_cast<long double>(number.numerator) * multiplier / number.denominator;
   const int64_t fraction_bytes = static_cast<int64_t>(std::llround(part));
+  const int64_t bytes = number.whole * multiplier;
   if (bytes > kMax - fraction_bytes)
     fail(text, field, "it is larger than 2^63 - 1 bytes");
-  bytes += fraction_bytes;
-  return bytes;
+  return bytes + fraction_bytes;
 }
 
 std::string format_bytes(int64_t bytes) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bigbatch/data/dataset.h"
+#include "bigbatch/data/text_corpus.h"
 
 namespace bigbatch::data {
 
@@ -30,7 +31,7 @@ std::vector<std::string> split_fortunes(std::string_view text);
 struct FortuneCollectionsOptions {
   /// A directory whose fortune files are the collections; the default is Debian's `fortunes`
   /// package. Its subdirectories (such as off/) are not read.
-  TORCH_ARG(std::string, directory) = "/usr/share/games/fortunes";
+  TORCH_ARG(std::string, directory) = kFortunesDirectory;
   /// The collections (file names) to use, each one class. Empty: every collection in the
   /// directory with at least min_per_class fortunes.
   TORCH_ARG(std::vector<std::string>, collections) = {};

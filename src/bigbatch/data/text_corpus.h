@@ -10,13 +10,16 @@
 
 namespace bigbatch::data {
 
+/// Where Debian's `fortunes` package puts its collections: the default text of gpt, mlp and bert.
+inline constexpr const char* kFortunesDirectory = "/usr/share/games/fortunes";
+
 /// Where a TextCorpus comes from and how it is split. Chained setters:
 ///   TextCorpusOptions().path("corpus.txt").val_fraction(0.05)
 struct TextCorpusOptions {
   /// A text file, read whole, or a directory whose regular, non-symlink files not ending in
   /// ".dat" are concatenated in file-name order. The default is the English texts of Debian's
   /// `fortunes` package (the ".dat" files there are binary indexes, the ".u8" files symlinks).
-  TORCH_ARG(std::string, path) = "/usr/share/games/fortunes";
+  TORCH_ARG(std::string, path) = kFortunesDirectory;
   /// Fraction of the blocks that go to validation, in [0, 0.5]; 0 leaves validation empty.
   TORCH_ARG(double, val_fraction) = 0.1;
   /// Size in bytes of the blocks the split deals out (at least 1).

@@ -20,4 +20,7 @@ class LocalCommunicator : public Communicator {
   CommStats stats() const override { return {}; }
 };
 
+/// The LocalCommunicator that every single-process user can share: it holds no state.
+Communicator& single_process();
+
 }  // namespace bigbatch::dist

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/engine/optimizer.h"
 
 namespace bigbatch::engine {
@@ -37,7 +38,8 @@ GradientAccumulator::GradientAccumulator(std::vector<torch::Tensor> parameters,
     : parameters_(std::move(parameters)),
       optimizer_(optimizer),
       schedule_(schedule),
-      options_(options) {
+      options_(options),
+      communicator_(&dist::single_process()) {
   BB_CHECK_INPUT(options_.max_grad_norm() >= 0,
                  "AccumulatorOptions.max_grad_norm = ", options_.max_grad_norm(),
                  " must be >= 0 (0 disables clipping)");
@@ -48,10 +50,8 @@ void GradientAccumulator::begin_window(const Counts& window) {
   BB_CHECK(window.samples >= 0 && window.tokens >= 0, "negative window counts: ", window.samples,
            " samples, ", window.tokens, " tokens");
   declared_ = window;
-  window_ = window;
   // A rank whose shard is empty (a short last window) takes part too.
-  if (communicator_ != nullptr)
-    window_ = sum_over_ranks(window);
+  window_ = sum_over_ranks(window);
   BB_CHECK(window_.samples > 0, "a window needs at least one sample, got ", window_.samples);
   BB_CHECK(window_.units(options_.unit()) > 0, "a window needs at least one counted ",
            options_.unit() == LossUnit::kToken ? "token" : "sample", ", got 0");
@@ -65,9 +65,12 @@ void GradientAccumulator::begin_window(const Counts& window) {
 void GradientAccumulator::set_data_parallel(dist::Communicator* communicator,
                                             dist::GradientReducer* reducer) {
   BB_CHECK(!window_open_, "set_data_parallel() while a window is open; call it between windows");
-  BB_CHECK((communicator == nullptr) == (reducer == nullptr),
-           "set_data_parallel() needs both a communicator and a gradient reducer, or neither");
-  communicator_ = communicator;
+  dist::Communicator* ranks = communicator != nullptr ? communicator : &dist::single_process();
+  BB_CHECK(reducer != nullptr || ranks->world_size() == 1, "set_data_parallel() over ",
+           ranks->world_size(),
+           " ranks needs a gradient reducer; without one each rank would step on its own "
+           "gradient");
+  communicator_ = ranks;
   reducer_ = reducer;
 }
 
@@ -170,21 +173,15 @@ WindowResult GradientAccumulator::step() {
   result.counts = window_;
   result.micro_batches = micro_batches_;
   result.loss_scale = window_scale_;
-  double loss_sum = 0.0;
-  if (communicator_ == nullptr) {
-    loss_sum = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
-  } else {
-    Agreement agreement = agree(false);
-    loss_sum = agreement.loss_sum;
-    result.abandoned_by = std::move(agreement.abandoned_by);
-    if (!result.abandoned_by.empty()) {
-      free_gradients();
-      result.restarted = true;
-      result.step = steps_taken_ + 1;
-      return result;
-    }
+  Agreement agreement = agree(false);
+  result.abandoned_by = std::move(agreement.abandoned_by);
+  if (!result.abandoned_by.empty()) {
+    free_gradients();
+    result.restarted = true;
+    result.step = steps_taken_ + 1;
+    return result;
   }
-  result.mean_loss = loss_sum / static_cast<double>(window_.units(options_.unit()));
+  result.mean_loss = agreement.loss_sum / static_cast<double>(window_.units(options_.unit()));
   const bool abort = options_.on_nonfinite() == NonFinitePolicy::kAbort;
   // 1. Inf/NaN: the loss (read above, one sync per window), then every gradient.
   const bool loss_finite = std::isfinite(result.mean_loss);
@@ -252,13 +249,11 @@ void GradientAccumulator::abort_nonfinite(SkipReason reason, double mean_loss) {
 }
 
 void GradientAccumulator::abort_window() {
-  if (communicator_ != nullptr) {
-    if (!window_open_)
-      sum_over_ranks(Counts{});  // the others counted this window in begin_window
-    agree(true);
-  } else if (!window_open_) {
+  if (!window_open_ && communicator_->world_size() == 1)
     return;
-  }
+  if (!window_open_)
+    sum_over_ranks(Counts{});  // the other ranks counted this window in begin_window
+  agree(true);
   window_open_ = false;
   loss_sum_ = torch::Tensor();
   free_gradients();
@@ -271,9 +266,9 @@ Counts GradientAccumulator::sum_over_ranks(const Counts& local) {
 }
 
 GradientAccumulator::Agreement GradientAccumulator::agree(bool abandoning) {
-  if (abandoning)
+  if (reducer_ != nullptr && abandoning)
     reducer_->abandon();
-  else
+  else if (reducer_ != nullptr)
     reducer_->finish();
   const int64_t world_size = communicator_->world_size();
   // (1 + world_size) float64: the window's loss sum, then 1 for each rank that abandons it.

@@ -196,8 +196,8 @@ class GradientAccumulator {
   void abort_window();
 
   /// Sums gradients, counts and losses over the ranks of `communicator` (not owned; null: a
-  /// single process) with `reducer` (not owned; made for the same parameters). Call between
-  /// windows.
+  /// single process again) with `reducer` (not owned; made for the same parameters; may be null
+  /// only in a world of one rank, where there is nothing to reduce). Call between windows.
   void set_data_parallel(dist::Communicator* communicator, dist::GradientReducer* reducer);
 
   /// Optimizer steps taken so far.
@@ -226,10 +226,10 @@ class GradientAccumulator {
     double loss_sum = 0.0;              ///< the window's loss sum over all ranks
     std::vector<int64_t> abandoned_by;  ///< ranks that abandoned the window
   };
-  /// Data parallel: completes the gradient reduction (or, when `abandoning`, takes part in it
-  /// only) and sums [loss, abandoned flag per rank] over the ranks.
+  /// Completes the gradient reduction (or, when `abandoning`, takes part in it only) and sums
+  /// [loss, abandoned flag per rank] over the ranks; in a single process, the loss as it is.
   Agreement agree(bool abandoning);
-  /// Data parallel: `local` summed over the ranks.
+  /// `local` summed over the ranks.
   Counts sum_over_ranks(const Counts& local);
   /// Frees the gradients, backs the scaler off and reports the window as skipped.
   WindowResult skip(WindowResult result, SkipReason reason);
@@ -244,10 +244,10 @@ class GradientAccumulator {
   double window_scale_ = 0.0;  // the scaler's scale when the window opened
   int64_t steps_taken_ = 0;
   bool window_open_ = false;
-  dist::Communicator* communicator_ = nullptr;
-  dist::GradientReducer* reducer_ = nullptr;
-  Counts declared_;  // this rank's part of the window
-  Counts window_;    // the whole window: declared_ summed over the ranks
+  dist::Communicator* communicator_;  // the ranks; a dist::LocalCommunicator in a single process
+  dist::GradientReducer* reducer_ = nullptr;  // null: nothing to reduce (a world of one)
+  Counts declared_;                           // this rank's part of the window
+  Counts window_;                             // the whole window: declared_ summed over the ranks
   Counts seen_;
   int64_t micro_batches_ = 0;
   torch::Tensor loss_sum_;  // () float64 on the loss's device: sum of the micro-batch loss sums

@@ -23,9 +23,9 @@ std::string to_string(ScheduleKind kind);
 struct LrScheduleOptions {
   TORCH_ARG(ScheduleKind, kind) = ScheduleKind::kWarmupCosine;
   /// The peak learning rate (the plan's lr after its scaling rule).
-  TORCH_ARG(double, peak_lr) = 1e-3;
+  TORCH_ARG(double, peak_lr) = 4e-3;
   /// Optimizer steps of linear warmup.
-  TORCH_ARG(int64_t, warmup_steps) = 0;
+  TORCH_ARG(int64_t, warmup_steps) = 20;
   /// Optimizer steps in the whole run; the cosine ends here.
   TORCH_ARG(int64_t, total_steps) = 1;
   /// The final lr as a fraction of the peak.

@@ -21,11 +21,11 @@ std::string to_string(OptimizerKind kind);
 struct OptimizerOptions {
   TORCH_ARG(OptimizerKind, kind) = OptimizerKind::kAdamW;
   /// Initial learning rate; the schedule overrides it at every step.
-  TORCH_ARG(double, lr) = 1e-3;
-  TORCH_ARG(double, weight_decay) = 0.0;
+  TORCH_ARG(double, lr) = 4e-3;
+  TORCH_ARG(double, weight_decay) = 0.1;
   /// AdamW moment decay rates.
   TORCH_ARG(double, beta1) = 0.9;
-  TORCH_ARG(double, beta2) = 0.999;
+  TORCH_ARG(double, beta2) = 0.99;
   TORCH_ARG(double, eps) = 1e-8;
   /// SGD momentum and Nesterov flag.
   TORCH_ARG(double, momentum) = 0.9;

@@ -49,6 +49,30 @@ double scaled_lr(double base_lr, LrScaling scaling, int64_t global_batch, int64_
   return base_lr;
 }
 
+/// The micro-batch `options` ask for out of a rank's `per_rank` samples (called `batch_name` in
+/// errors): the one given, the one its accum_steps imply, or the whole batch.
+int64_t micro_batch_of(const BatchOptions& options, int64_t per_rank,
+                       const std::string& batch_name) {
+  const int64_t micro = options.micro_batch();
+  const int64_t accum = options.accum_steps();
+  if (micro > 0 && accum > 0) {
+    BB_CHECK_INPUT(micro * accum == per_rank, "BatchOptions.micro_batch = ", micro,
+                   " times BatchOptions.accum_steps = ", accum, " is ", micro * accum, ", not ",
+                   batch_name, "; set only one of the two");
+    return micro;
+  }
+  if (micro > 0)
+    return micro;
+  if (accum == 0)
+    return per_rank;
+  const int64_t derived = ceil_div(per_rank, accum);
+  BB_CHECK_INPUT(ceil_div(per_rank, derived) == accum, "BatchOptions.accum_steps = ", accum,
+                 " cannot split ", batch_name,
+                 " into micro-batches of one size plus a smaller last one; set "
+                 "BatchOptions.micro_batch instead");
+  return derived;
+}
+
 }  // namespace
 
 Plan resolve_plan(const BatchOptions& options) {
@@ -82,24 +106,7 @@ Plan resolve_plan(const BatchOptions& options) {
   Plan plan;
   plan.global_batch = global;
   plan.world_size = world;
-  if (options.micro_batch() > 0 && options.accum_steps() > 0) {
-    BB_CHECK_INPUT(options.micro_batch() * options.accum_steps() == per_rank,
-                   "BatchOptions.micro_batch = ", options.micro_batch(),
-                   " times BatchOptions.accum_steps = ", options.accum_steps(), " is ",
-                   options.micro_batch() * options.accum_steps(), ", not ", batch_name,
-                   "; set only one of the two");
-    plan.micro_batch = options.micro_batch();
-  } else if (options.micro_batch() > 0) {
-    plan.micro_batch = options.micro_batch();
-  } else if (options.accum_steps() > 0) {
-    plan.micro_batch = ceil_div(per_rank, options.accum_steps());
-    BB_CHECK_INPUT(ceil_div(per_rank, plan.micro_batch) == options.accum_steps(),
-                   "BatchOptions.accum_steps = ", options.accum_steps(), " cannot split ",
-                   batch_name, " into micro-batches of one size plus a smaller last one; set ",
-                   "BatchOptions.micro_batch instead");
-  } else {
-    plan.micro_batch = per_rank;
-  }
+  plan.micro_batch = micro_batch_of(options, per_rank, batch_name);
   plan.accum_steps = ceil_div(per_rank, plan.micro_batch);
 
   plan.base_batch = options.base_batch() == 0 ? global : options.base_batch();

@@ -35,7 +35,7 @@ struct BatchOptions {
   /// Data-parallel processes (ranks): global_batch = micro_batch x accum_steps x world_size.
   TORCH_ARG(int64_t, world_size) = 1;
   /// The learning rate tuned at `base_batch`.
-  TORCH_ARG(double, base_lr) = 1e-3;
+  TORCH_ARG(double, base_lr) = 4e-3;
   /// The rule that adapts base_lr to global_batch.
   TORCH_ARG(LrScaling, lr_scaling) = LrScaling::kNone;
   /// The batch size at which base_lr was tuned; 0 means global_batch (no scaling).

@@ -79,9 +79,7 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
   plan_ = *setup.plan;
   validate(options);
   // A single process is a job of one rank: the same code runs, every collective a no-op.
-  if (setup.communicator == nullptr)
-    local_ = std::make_unique<dist::LocalCommunicator>();
-  communicator_ = setup.communicator != nullptr ? setup.communicator : local_.get();
+  communicator_ = setup.communicator != nullptr ? setup.communicator : &dist::single_process();
   rank_ = communicator_->rank();
   world_size_ = communicator_->world_size();
   BB_CHECK_INPUT(plan_.world_size == world_size_, "the plan is for ", plan_.world_size,

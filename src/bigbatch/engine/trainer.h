@@ -253,9 +253,8 @@ class Trainer {
   std::optional<LoopState> resume_from_;  ///< set by resume()
   int64_t windows_ = 0;                   ///< windows taken, skipped ones included
   int64_t consecutive_skips_ = 0;
-  /// setup.communicator, or local_ for a single process.
+  /// setup.communicator, or dist::single_process() when there is none.
   dist::Communicator* communicator_ = nullptr;
-  std::unique_ptr<dist::Communicator> local_;  ///< a dist::LocalCommunicator when alone
   int64_t rank_ = 0;
   int64_t world_size_ = 1;
   std::unique_ptr<dist::GradientReducer> reducer_;  ///< data parallel, during fit()

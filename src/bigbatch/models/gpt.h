@@ -15,7 +15,7 @@ struct GptOptions {
   /// Number of distinct tokens (256 for raw bytes).
   TORCH_ARG(int64_t, vocab) = 256;
   /// Longest sequence the model accepts (size of the position table).
-  TORCH_ARG(int64_t, context) = 128;
+  TORCH_ARG(int64_t, context) = 64;
   /// Number of transformer blocks.
   TORCH_ARG(int64_t, layers) = 4;
   /// Attention heads per block; must divide `embed`.

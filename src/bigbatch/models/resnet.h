@@ -15,7 +15,7 @@ namespace bigbatch::models {
 struct ResNetOptions {
   /// Number of weighted layers, 6n + 2 with n >= 1 BasicBlocks per stage: 8, 14, 20, 32, 44,
   /// 56, ...
-  TORCH_ARG(int64_t, depth) = 20;
+  TORCH_ARG(int64_t, depth) = 8;
   /// Channels of the stem and of stage 1; stages 2 and 3 have 2 and 4 times as many.
   TORCH_ARG(int64_t, width) = 16;
   /// Channels of the input images (1 for Fashion-MNIST, 3 for CIFAR).

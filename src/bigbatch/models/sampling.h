@@ -11,7 +11,7 @@ namespace bigbatch::models {
 /// How generate_text draws each new byte.
 struct SampleOptions {
   /// Number of bytes appended to the prompt (>= 0).
-  TORCH_ARG(int64_t, max_new_bytes) = 200;
+  TORCH_ARG(int64_t, max_new_bytes) = 300;
   /// Logits are divided by this before the softmax; must be > 0 (smaller is greedier).
   TORCH_ARG(double, temperature) = 0.8;
   /// Only the top_k most likely bytes can be drawn; <= 0 (or >= vocab) keeps all of them.

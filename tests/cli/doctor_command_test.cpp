@@ -3,7 +3,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/libtorch_origin.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
 
@@ -14,19 +18,41 @@ bool cpu_has_avx2() {
   return testing::read_file("/proc/cpuinfo").find(" avx2") != std::string::npos;
 }
 
-// The build machine has what scripts/setup installs: Debian's CPU-only LibTorch on OpenBLAS,
-// fortunes and Fashion-MNIST.
-TEST(DoctorCommand, NamesTheRealBlasAndACpuOnlyLibTorch) {
+// The build machine has what scripts/setup installs: the PyTorch wheel's CUDA LibTorch on MKL
+// (or, in the Debian configuration, Debian's CPU-only LibTorch on OpenBLAS), fortunes and
+// Fashion-MNIST.
+TEST(DoctorCommand, NamesTheLibTorchAndTheRealBlas) {
   const testing::TempDir dir;
   const Result r = run("doctor --run-dir '" + (dir.path() / "runs").string() + "'");
-  for (const char* expected :
-       {"libtorch", "CPU-only build (no CUDA)", "not available: this LibTorch is a CPU-only build",
-        "OpenBLAS (pthread, ", " kernels)", "openblas-pthread/libblas.so.3", "matmul fp32",
-        "matmul bf16", "GFLOP/s", "avx512_bf16", "memory", "GiB total", "data fortunes",
-        "data fashion-mnist", "will be created in",
-        "LibTorch build configuration (at::show_config()):"}) {
-    EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
+  std::vector<std::string> expected = {"libtorch",
+                                       cat(TORCH_VERSION, " from ", libtorch_origin()),
+                                       "matmul fp32",
+                                       "matmul bf16",
+                                       "GFLOP/s",
+                                       "avx512_bf16",
+                                       "memory",
+                                       "GiB total",
+                                       "data fortunes",
+                                       "data fashion-mnist",
+                                       "will be created in",
+                                       "LibTorch build configuration (at::show_config()):"};
+#ifdef BIGBATCH_WITH_CUDA
+  expected.push_back("built with CUDA");
+#else
+  expected.push_back("CPU-only build (no CUDA)");
+  expected.push_back("not available: this LibTorch is a CPU-only build");
+#endif
+  if (at::hasMKL()) {  // the wheel
+    expected.push_back("MKL");
+    expected.push_back("libtorch_cpu.so (linked into LibTorch, on the OpenMP threads)");
+    expected.push_back("training sets fp32: OpenMP ");
+  } else {
+    expected.push_back("OpenBLAS (pthread, ");
+    expected.push_back(" kernels)");
+    expected.push_back("openblas-pthread/libblas.so.3");
   }
+  for (const std::string& text : expected)
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   // Virtual machines often hide the CPU model from OpenBLAS (a problem the doctor reports);
   // whatever it finds, the exit code says whether it found a problem, and each has a fix.
   const size_t problems = r.output.find(" found:\n");
@@ -56,7 +82,7 @@ TEST(DoctorCommand, AllWellIsExitCode0) {
   const testing::TempDir dir;
   const Result r = run("doctor --run-dir '" + dir.path().string() + "'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  if (cpu_has_avx2()) {
+  if (cpu_has_avx2() && !at::hasMKL()) {  // OpenBLAS (Debian's LibTorch) with the kernels set
     EXPECT_NE(r.output.find("OpenBLAS (pthread, Haswell kernels)"), std::string::npos) << r.output;
   }
   EXPECT_NE(r.output.find("\nno problems found\n"), std::string::npos) << r.output;

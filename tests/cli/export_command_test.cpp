@@ -74,9 +74,11 @@ TEST_F(ExportCommand, ATrainedResnetGivesTheSameLogitsInPythonAndPredictLabelsIm
       "predict " + out + " --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
   EXPECT_EQ(predicted.exit_code, 0) << predicted.output.substr(0, 2000);
 
-  if (::access("/usr/bin/python3", X_OK) != 0 ||
-      run_shell("/usr/bin/python3 -c 'import torch'").exit_code != 0)
-    GTEST_SKIP() << "/usr/bin/python3 with torch is missing (apt-get install python3-torch)";
+  const std::string python = BIGBATCH_TEST_PYTHON;
+  if (::access(python.c_str(), X_OK) != 0 ||
+      run_shell(python + " -c 'import torch'").exit_code != 0)
+    GTEST_SKIP() << python
+                 << " with torch is missing (run scripts/setup, or set -DBIGBATCH_PYTHON)";
   const torch::Tensor inputs = testing::sample_inputs(exported.spec, 8, 5);  // (8, 1, 28, 28)
   torch::Tensor logits;
   {
@@ -85,9 +87,9 @@ TEST_F(ExportCommand, ATrainedResnetGivesTheSameLogitsInPythonAndPredictLabelsIm
   }
   const std::string expected = path("expected.safetensors");
   io::write_safetensors(expected, {{"inputs", inputs}, {"logits", logits}});
-  const Result python = run_shell("/usr/bin/python3 " + std::string(BIGBATCH_TEST_DATA_DIR) +
-                                  "/cli/check_export.py " + out + " " + expected + " 1e-5");
-  EXPECT_EQ(python.exit_code, 0) << python.output;
+  const Result checked = run_shell(python + " " + std::string(BIGBATCH_TEST_DATA_DIR) +
+                                   "/cli/check_export.py " + out + " " + expected + " 1e-5");
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
 }
 
 TEST_F(ExportCommand, ARunWithoutCheckpointsOrABadCheckpointIsAClearError) {

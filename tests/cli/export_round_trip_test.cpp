@@ -1,8 +1,8 @@
 // An export computes the same logits in Python PyTorch (python/bigbatch_torch.py) as in bigbatch:
 // for the gpt, mlp, resnet (batch and group norm) and bert, a model trained for two steps is
 // exported, its logits for fixed inputs written beside it, and tests/cli/check_export.py loads
-// the export and compares (max abs difference <= 1e-5). Skipped where /usr/bin/python3 or its
-// torch module is missing (Debian: apt-get install python3-torch).
+// the export and compares (max abs difference <= 1e-5). Skipped, saying so, where the build's
+// Python (BIGBATCH_PYTHON, set by scripts/setup) or its torch module is missing.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,15 +15,16 @@
 namespace bigbatch {
 namespace {
 
-const char* kPython = "/usr/bin/python3";
+const char* kPython = BIGBATCH_TEST_PYTHON;
 
 class ExportRoundTrip : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::access(kPython, X_OK) != 0)
-      GTEST_SKIP() << kPython << " is missing (apt-get install python3-torch)";
+      GTEST_SKIP() << kPython << " is missing (run scripts/setup, or set -DBIGBATCH_PYTHON)";
     if (run_shell(std::string(kPython) + " -c 'import torch'").exit_code != 0)
-      GTEST_SKIP() << "Python's torch module is missing (apt-get install python3-torch)";
+      GTEST_SKIP() << kPython
+                   << " cannot import torch (run scripts/setup, or set -DBIGBATCH_PYTHON)";
   }
 
   /// Exports a trained model of `spec`, writes its logits for fixed inputs and runs the Python

@@ -25,9 +25,16 @@ TEST(BlasLibrary, ClassifiesDebiansAlternativesByPath) {
 }
 
 // scripts/setup installs libopenblas0-pthread, Debian's LibTorch calls it through libblas.so.3.
-TEST(BlasLibrary, LibTorchCallsOpenBlasHere) {
+TEST(BlasLibrary, LibTorchCallsTheBlasItWasBuiltWith) {
   torch::mm(torch::ones({4, 4}), torch::ones({4, 4}));  // LibTorch and its BLAS loaded
   const BlasLibrary blas = loaded_blas();
+  if (at::hasMKL()) {  // the PyTorch wheel: MKL inside libtorch_cpu.so
+    EXPECT_EQ(blas.kind, BlasKind::kMkl) << blas.path << " -> " << blas.resolved;
+    EXPECT_NE(blas.resolved.find("libtorch_cpu.so"), std::string::npos) << blas.resolved;
+    EXPECT_EQ(blas.config, "linked into LibTorch, on the OpenMP threads");
+    return;
+  }
+  // Debian's LibTorch: the OpenBLAS of libopenblas0-pthread.
   EXPECT_EQ(blas.kind, BlasKind::kOpenBlas) << blas.path << " -> " << blas.resolved;
   EXPECT_EQ(blas.variant, "pthread") << blas.resolved;
   EXPECT_EQ(blas.config.rfind("OpenBLAS ", 0), 0u) << blas.config;

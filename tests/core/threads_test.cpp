@@ -20,6 +20,24 @@ TEST(Threads, AutomaticSettingsGiveTheCoresToTheLibraryThatRunsTheMatmuls) {
   EXPECT_EQ(blas.describe(), "OpenMP 1, OpenBLAS 8 (fp32: OpenBLAS)");
 }
 
+TEST(Threads, WithoutOpenBlasTheOpenMpThreadsRunEveryMatmul) {
+  // MKL (the PyTorch wheel's BLAS) and oneDNN both run on the OpenMP threads.
+  const ThreadSettings blas =
+      choose_threads(ThreadRequest().backend(MatmulBackend::kBlas), 8, /*openblas=*/false);
+  EXPECT_EQ(blas.openmp, 8);
+  EXPECT_EQ(blas.blas, 0);
+  EXPECT_EQ(blas.describe(), "OpenMP 8 (fp32: the BLAS on the OpenMP threads)");
+  const ThreadSettings onednn =
+      choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn), 8, /*openblas=*/false);
+  EXPECT_EQ(onednn.openmp, 8);
+  EXPECT_EQ(onednn.blas, 0);
+  EXPECT_EQ(onednn.describe(), "OpenMP 8 (bf16: oneDNN)");
+  const ThreadSettings asked =
+      choose_threads(ThreadRequest().openmp(3).blas(2), 8, /*openblas=*/false);
+  EXPECT_EQ(asked.openmp, 3);
+  EXPECT_EQ(asked.blas, 0);  // nothing to set
+}
+
 TEST(Threads, ExplicitRequestsAreKeptAndNegativeOnesRefused) {
   const ThreadSettings s =
       choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn).openmp(3).blas(2), 8);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/engine/accumulator.h"
 #include "bigbatch/engine/loss_scaler.h"
 #include "bigbatch/engine/objective.h"
@@ -78,10 +79,10 @@ struct MlpRun {
     for (const auto& group : optimizer->param_groups()) {
       state.push_back(torch::tensor(group.options().get_lr(), torch::kFloat64));
       for (const torch::Tensor& p : group.params()) {
-        const auto found = optimizer->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
-        if (found == optimizer->state().end())
+        const torch::optim::OptimizerParamState* found = compat::optimizer_state_of(*optimizer, p);
+        if (found == nullptr)
           continue;
-        const auto& s = static_cast<const torch::optim::AdamWParamState&>(*found->second);
+        const auto& s = static_cast<const torch::optim::AdamWParamState&>(*found);
         state.push_back(s.exp_avg().clone());
         state.push_back(s.exp_avg_sq().clone());
         state.push_back(torch::tensor(s.step()));

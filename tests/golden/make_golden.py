@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Golden values from real Python PyTorch for bigbatch's accumulation tests.
 
 Runs the standard PyTorch gradient-accumulation loop (equal micro-batches, loss / accum_steps,
@@ -6,8 +6,9 @@ clip_grad_norm_ at the window boundary, AdamW, LambdaLR warmup+cosine) on the by
 bigbatch::models::Mlp mirrors (same module names), in float64, and writes initial weights, data,
 the first window gradient and the weights after the first and the last optimizer step to golden_mlp_adamw.json.
 
-Run with Debian's python3-torch (the same LibTorch 1.13 as bigbatch):
-    /usr/bin/python3 tests/golden/make_golden.py
+Run with the Python of the PyTorch wheel bigbatch builds against (scripts/setup installs it;
+docs/LIBTORCH.md says how far Debian's 1.13 differs):
+    ~/.cache/bigbatch/torch-2.15.0/bin/python tests/golden/make_golden.py
 """
 import json
 import math

@@ -5,13 +5,14 @@
 #include <stdexcept>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/precision.h"
 
 namespace bigbatch::nn {
 namespace {
 
 bool cpu_autocast_on() {
-  return at::autocast::is_cpu_enabled();
+  return compat::autocast_enabled(torch::kCPU);
 }
 
 TEST(Precision, ParsesAndPrintsEveryName) {
@@ -60,7 +61,7 @@ TEST(AutocastGuard, Fp32ChangesNothing) {
 }
 
 TEST(AutocastGuard, NestedGuardsAndExceptionsRestoreTheStateExactly) {
-  at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
+  compat::set_autocast_dtype(torch::kCPU, torch::kBFloat16);
   try {
     AutocastGuard outer(Precision::kBf16, torch::kCPU);
     {
@@ -76,7 +77,7 @@ TEST(AutocastGuard, NestedGuardsAndExceptionsRestoreTheStateExactly) {
   } catch (const std::runtime_error&) {
   }
   EXPECT_FALSE(cpu_autocast_on());
-  EXPECT_EQ(at::autocast::get_autocast_cpu_dtype(), torch::kBFloat16);
+  EXPECT_EQ(compat::autocast_dtype(torch::kCPU), torch::kBFloat16);
   // Nesting is back at zero: one more guard's exit reports depth 0 (it clears the cache).
   at::autocast::increment_nesting();
   EXPECT_EQ(at::autocast::decrement_nesting(), 0);

@@ -10,6 +10,7 @@
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/libtorch_origin.h"
 #include "bigbatch/core/matmul_speed.h"
 #include "bigbatch/core/openblas_kernels.h"
 #include "bigbatch/core/table.h"
@@ -105,7 +106,7 @@ Finding libtorch_finding(const std::string& show_config) {
   const std::string blas = build_setting(show_config, "BLAS_INFO");
   if (!blas.empty())
     parts += ", BLAS_INFO=" + blas;
-  return {"libtorch", TORCH_VERSION, parts, false, ""};
+  return {"libtorch", cat(TORCH_VERSION, " from ", libtorch_origin()), parts, false, ""};
 }
 
 CudaFacts cuda_facts(const std::string& show_config) {
@@ -154,17 +155,18 @@ Finding diagnose_cuda(const CudaFacts& f) {
 }
 
 Finding threads_finding(const ThreadSettings& at_start, int cores) {
-  const ThreadSettings fp32 = choose_threads(ThreadRequest().backend(MatmulBackend::kBlas), cores);
+  const bool openblas = at_start.blas > 0;
+  const ThreadSettings fp32 =
+      choose_threads(ThreadRequest().backend(MatmulBackend::kBlas), cores, openblas);
   const ThreadSettings bf16 =
-      choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn), cores);
+      choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn), cores, openblas);
   return {"threads",
           cat("OpenMP ", at_start.openmp, ", ",
               at_start.blas > 0 ? cat("OpenBLAS ", at_start.blas) : std::string("no OpenBLAS"),
               " on ", cores, " cores"),
           cat("as started (OMP_NUM_THREADS=", env_or("OMP_NUM_THREADS", "unset"),
               ", OPENBLAS_NUM_THREADS=", env_or("OPENBLAS_NUM_THREADS", "unset"),
-              "); training sets fp32: OpenMP ", fp32.openmp, ", OpenBLAS ", fp32.blas,
-              "; bf16: OpenMP ", bf16.openmp, ", OpenBLAS ", bf16.blas,
+              "); training sets fp32: ", fp32.describe(), "; bf16: ", bf16.describe(),
               " (train.threads, train.blas_threads)"),
           false, ""};
 }
@@ -173,7 +175,7 @@ Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative,
                       const std::set<std::string>& cpu_flags) {
   std::string detail = blas.resolved;
   if (!blas.config.empty())
-    detail += " (" + blas.config + ")";
+    detail = detail.empty() ? blas.config : detail + " (" + blas.config + ")";
   if (blas.kind == BlasKind::kReference) {
     return problem("blas", "reference BLAS", detail + ": about 30x slower than OpenBLAS for fp32",
                    alternative.empty() ? "apt install libopenblas0-pthread"

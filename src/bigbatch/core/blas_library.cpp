@@ -1,5 +1,6 @@
 #include "bigbatch/core/blas_library.h"
 
+#include <ATen/Context.h>
 #include <dlfcn.h>
 
 #include <filesystem>
@@ -56,13 +57,23 @@ BlasLibrary loaded_blas() {
   BlasLibrary blas;
   void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info info{};
-  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr)
+  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr) {
+    if (at::hasMKL()) {  // an MKL linked into LibTorch that exports no BLAS symbol
+      blas.kind = BlasKind::kMkl;
+      blas.config = "linked into LibTorch, on the OpenMP threads";
+    }
     return blas;
+  }
   blas.path = info.dli_fname;
   std::error_code error;
   const std::filesystem::path resolved = std::filesystem::canonical(blas.path, error);
   blas.resolved = error ? blas.path : resolved.string();
   blas.kind = classify_blas_path(blas.resolved);
+  const std::string file = std::filesystem::path(blas.resolved).filename().string();
+  if (blas.kind == BlasKind::kOther && at::hasMKL() && file.rfind("libtorch", 0) == 0) {
+    blas.kind = BlasKind::kMkl;  // the PyTorch wheel's MKL, linked into libtorch_cpu.so
+    blas.config = "linked into LibTorch, on the OpenMP threads";
+  }
   if (blas.kind != BlasKind::kOpenBlas)
     return blas;
   const std::string dir = std::filesystem::path(blas.resolved).parent_path().filename().string();

@@ -13,7 +13,7 @@ enum class BlasKind {
   kAtlas,      ///< ATLAS
   kMkl,        ///< Intel MKL
   kOther,      ///< something else provides sgemm_
-  kNone,       ///< no shared library provides sgemm_ (a BLAS linked into LibTorch, or none)
+  kNone,       ///< no shared library provides sgemm_ and LibTorch has no MKL linked in
 };
 
 /// "OpenBLAS", "reference BLAS", "BLIS", "ATLAS", "MKL", "unknown BLAS" or "none found".
@@ -27,7 +27,9 @@ BlasKind classify_blas_path(const std::string& resolved_path);
 /// The BLAS in use.
 struct BlasLibrary {
   BlasKind kind = BlasKind::kNone;
-  std::string path;      ///< the file that provides sgemm_, as loaded (empty for kNone)
+  /// The file that provides sgemm_, as loaded (libtorch_cpu.so for the PyTorch wheel's MKL,
+  /// whose config then says "linked into LibTorch"); empty for kNone.
+  std::string path;
   std::string resolved;  ///< that path with symbolic links resolved
   /// OpenBLAS only: openblas_get_config() ("OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX
   /// MAX_THREADS=64") and the threading variant from Debian's directory name ("pthread",

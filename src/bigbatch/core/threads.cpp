@@ -26,9 +26,12 @@ GetThreads openblas_get() {
 }  // namespace
 
 std::string ThreadSettings::describe() const {
-  return cat("OpenMP ", openmp, ", ",
-             blas > 0 ? cat("OpenBLAS ", blas) : std::string("BLAS threads not controllable"),
-             backend == MatmulBackend::kOneDnn ? " (bf16: oneDNN)" : " (fp32: OpenBLAS)");
+  const bool onednn = backend == MatmulBackend::kOneDnn;
+  if (blas == 0)
+    return cat("OpenMP ", openmp,
+               onednn ? " (bf16: oneDNN)" : " (fp32: the BLAS on the OpenMP threads)");
+  return cat("OpenMP ", openmp, ", OpenBLAS ", blas,
+             onednn ? " (bf16: oneDNN)" : " (fp32: OpenBLAS)");
 }
 
 void use_one_intra_op_thread_on_this_thread() {
@@ -51,26 +54,33 @@ int blas_threads() {
   return get != nullptr ? get() : 0;
 }
 
-ThreadSettings choose_threads(const ThreadRequest& request, int cores) {
+ThreadSettings choose_threads(const ThreadRequest& request, int cores, bool openblas) {
   BB_CHECK_INPUT(request.openmp() >= 0, "ThreadRequest.openmp = ", request.openmp(),
                  " must be >= 0");
   BB_CHECK_INPUT(request.blas() >= 0, "ThreadRequest.blas = ", request.blas(), " must be >= 0");
   const bool onednn = request.backend() == MatmulBackend::kOneDnn;
   ThreadSettings settings;
   settings.backend = request.backend();
-  settings.openmp = request.openmp() > 0 ? static_cast<int>(request.openmp()) : onednn ? cores : 1;
-  settings.blas = request.blas() > 0 ? static_cast<int>(request.blas()) : onednn ? 1 : cores;
+  // Automatic: the cores go to the pool that runs the big matmuls.
+  const bool blas_pool = openblas && !onednn;
+  settings.openmp = request.openmp() > 0 ? static_cast<int>(request.openmp())
+                    : blas_pool          ? 1
+                                         : cores;
+  if (openblas)
+    settings.blas = request.blas() > 0 ? static_cast<int>(request.blas()) : blas_pool ? cores : 1;
   return settings;
 }
 
 ThreadSettings apply_threads(const ThreadRequest& request) {
   const int64_t processes = std::max<int64_t>(1, request.processes());
-  ThreadSettings settings = choose_threads(
-      request, static_cast<int>(std::max<int64_t>(1, available_cores() / processes)));
+  const SetThreads set_blas = openblas_set();
+  ThreadSettings settings =
+      choose_threads(request, static_cast<int>(std::max<int64_t>(1, available_cores() / processes)),
+                     set_blas != nullptr);
   torch::set_num_threads(settings.openmp);
   settings.openmp = torch::get_num_threads();
-  if (const SetThreads set = openblas_set())
-    set(settings.blas);
+  if (set_blas != nullptr)
+    set_blas(settings.blas);
   settings.blas = blas_threads();
   return settings;
 }

@@ -12,7 +12,7 @@ namespace bigbatch {
 
 /// Which library runs the run's big matmuls, which decides the automatic thread settings.
 enum class MatmulBackend {
-  kBlas,    ///< float32/float64 Linear and mm: OpenBLAS, with its own threads
+  kBlas,    ///< float32/float64 Linear and mm: OpenBLAS with its own threads, or MKL on OpenMP's
   kOneDnn,  ///< bfloat16 (autocast): oneDNN, on the OpenMP threads
 };
 
@@ -32,11 +32,11 @@ struct ThreadRequest {
 /// The settings in effect.
 struct ThreadSettings {
   int openmp = 1;  ///< OpenMP intra-op threads
-  int blas = 0;    ///< OpenBLAS threads; 0 when OpenBLAS is not loaded
+  int blas = 0;    ///< OpenBLAS threads; 0 when OpenBLAS is not LibTorch's BLAS
   MatmulBackend backend = MatmulBackend::kBlas;
 
   /// "OpenMP 2, OpenBLAS 1 (bf16: oneDNN)" or "OpenMP 1, OpenBLAS 2 (fp32: OpenBLAS)"; without
-  /// OpenBLAS "BLAS threads not controllable" in its place.
+  /// OpenBLAS (MKL in the PyTorch wheel) "OpenMP 2 (fp32: the BLAS on the OpenMP threads)".
   std::string describe() const;
 };
 
@@ -44,11 +44,13 @@ struct ThreadSettings {
 /// "Threads"; docs/PRECISION.md):
 /// kBlas: OpenMP 1, OpenBLAS = cores (OpenBLAS does the work; OpenMP threads would compete);
 /// kOneDnn: OpenMP = cores, OpenBLAS 1 (oneDNN does the work on the OpenMP threads).
-/// Non-zero fields of `request` are kept as given.
-ThreadSettings choose_threads(const ThreadRequest& request, int cores);
+/// Without OpenBLAS (`openblas` false: MKL, which runs on the OpenMP threads) OpenMP = cores for
+/// both and blas 0. Non-zero fields of `request` are kept as given.
+ThreadSettings choose_threads(const ThreadRequest& request, int cores, bool openblas = true);
 
-/// Chooses the settings for this machine's cores and applies them: torch::set_num_threads and,
-/// when LibTorch's BLAS is OpenBLAS (found at run time), openblas_set_num_threads. Returns the
+/// Chooses the settings for this machine's cores and LibTorch's BLAS and applies them:
+/// torch::set_num_threads and, when the BLAS is OpenBLAS (found at run time),
+/// openblas_set_num_threads. Returns the
 /// settings now in effect. Throws InputError for negative requests.
 ThreadSettings apply_threads(const ThreadRequest& request);
 

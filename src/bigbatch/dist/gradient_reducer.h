@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/dist/communicator.h"
 
 namespace bigbatch::dist {
@@ -97,10 +98,10 @@ class GradientReducer {
   Communicator& communicator_;
   std::vector<torch::Tensor> parameters_;
   std::vector<Bucket> buckets_;
-  std::vector<int64_t> bucket_of_;  ///< parameter -> bucket
-  std::vector<int64_t> slot_of_;    ///< parameter -> index within its bucket
-  std::vector<bool> filled_;        ///< parameter copied in this window
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  ///< kept alive for the hooks
+  std::vector<int64_t> bucket_of_;                        ///< parameter -> bucket
+  std::vector<int64_t> slot_of_;                          ///< parameter -> index within its bucket
+  std::vector<bool> filled_;                              ///< parameter copied in this window
+  std::vector<compat::GradAccumulatorPtr> accumulators_;  ///< kept alive for the hooks
   std::vector<uintptr_t> hook_keys_;
   bool armed_ = false;
   int64_t next_launch_ = 0;

@@ -80,13 +80,19 @@ void add_run_section(Table& table, const TrainingJobOptions& options, const Plan
               static_cast<double>(facts.steps) / static_cast<double>(facts.windows_per_epoch), 2),
           " epochs)"));
   const bool onednn = facts.threads.backend == MatmulBackend::kOneDnn;
-  table.add(
-      "threads", std::to_string(facts.threads.openmp),
-      onednn ? "OpenMP; oneDNN (convolutions, bf16 matmuls) runs over these" : "OpenMP (intra-op)");
-  table.add(
-      "blas_threads",
-      facts.threads.blas > 0 ? std::to_string(facts.threads.blas) : std::string("-"),
-      onednn ? "OpenBLAS (fp32 matmuls; few in bf16)" : "OpenBLAS; fp32 matmuls run on these");
+  const bool openblas = facts.threads.blas > 0;
+  table.add("threads", std::to_string(facts.threads.openmp),
+            onednn     ? "OpenMP; oneDNN (convolutions, bf16 matmuls) runs over these"
+            : openblas ? "OpenMP (intra-op)"
+                       : "OpenMP; LibTorch's BLAS (fp32 matmuls) runs over these");
+  if (openblas) {
+    table.add(
+        "blas_threads", std::to_string(facts.threads.blas),
+        onednn ? "OpenBLAS (fp32 matmuls; few in bf16)" : "OpenBLAS; fp32 matmuls run on these");
+  } else {
+    table.add("blas_threads", "-",
+              "no OpenBLAS in this LibTorch: its BLAS runs on the OpenMP threads");
+  }
   const int64_t concurrent = options.trainer.concurrent_micro_batches();
   if (concurrent > 1) {
     table.add("concurrent", std::to_string(concurrent),

@@ -7,6 +7,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
+#include "bigbatch/core/torch_compat.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -26,7 +27,8 @@ Bf16Matmul automatic_choice() {
 /// kernels should replace: CPU autocast on, to bf16, and every operand a CPU float32 or bfloat16
 /// tensor (autocast leaves float64 alone; undefined operands are skipped).
 bool use_fp32_kernels(std::initializer_list<const torch::Tensor*> operands) {
-  if (!at::autocast::is_cpu_enabled() || at::autocast::get_autocast_cpu_dtype() != torch::kBFloat16)
+  if (!compat::autocast_enabled(torch::kCPU) ||
+      compat::autocast_dtype(torch::kCPU) != torch::kBFloat16)
     return false;
   if (bf16_matmul() != Bf16Matmul::kFp32)
     return false;

@@ -3,17 +3,18 @@
 #include <ATen/autocast_mode.h>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/torch_compat.h"
 
 namespace bigbatch::nn {
 namespace {
 
 /// Sets the thread's autocast settings; the nesting depth and the cache are left alone.
 void apply(const AutocastState& state) {
-  at::autocast::set_autocast_cpu_dtype(state.cpu_dtype);
-  at::autocast::set_cpu_enabled(state.cpu_enabled);
+  compat::set_autocast_dtype(torch::kCPU, state.cpu_dtype);
+  compat::set_autocast_enabled(torch::kCPU, state.cpu_enabled);
 #ifdef BIGBATCH_WITH_CUDA
-  at::autocast::set_autocast_gpu_dtype(state.cuda_dtype);
-  at::autocast::set_enabled(state.cuda_enabled);
+  compat::set_autocast_dtype(torch::kCUDA, state.cuda_dtype);
+  compat::set_autocast_enabled(torch::kCUDA, state.cuda_enabled);
 #endif
 }
 
@@ -75,11 +76,11 @@ void check_precision_supported(Precision precision, torch::DeviceType device_typ
 
 AutocastState AutocastState::capture() {
   AutocastState state;
-  state.cpu_enabled = at::autocast::is_cpu_enabled();
-  state.cpu_dtype = at::autocast::get_autocast_cpu_dtype();
+  state.cpu_enabled = compat::autocast_enabled(torch::kCPU);
+  state.cpu_dtype = compat::autocast_dtype(torch::kCPU);
 #ifdef BIGBATCH_WITH_CUDA
-  state.cuda_enabled = at::autocast::is_enabled();
-  state.cuda_dtype = at::autocast::get_autocast_gpu_dtype();
+  state.cuda_enabled = compat::autocast_enabled(torch::kCUDA);
+  state.cuda_dtype = compat::autocast_dtype(torch::kCUDA);
 #endif
   return state;
 }

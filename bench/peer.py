@@ -198,7 +198,10 @@ def live_tensor_bytes(not_counted):
 def window_peak_bytes(events, baseline):
     """baseline + the highest running sum of the profiler's CPU allocation events ([memory]:
     +bytes allocated, -bytes freed), in time order."""
-    deltas = [(e.start_us(), i, e.nbytes()) for i, e in enumerate(events)
+    def start(e):  # 2.x's events have start_ns(), 1.13's start_us()
+        return e.start_ns() if hasattr(e, "start_ns") else e.start_us() * 1000
+
+    deltas = [(start(e), i, e.nbytes()) for i, e in enumerate(events)
               if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
     running = peak = 0
     for _, _, nbytes in sorted(deltas):

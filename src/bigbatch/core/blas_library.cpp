@@ -15,6 +15,14 @@ bool contains(const std::string& text, const char* part) {
 
 using GetString = char* (*)();
 
+/// `blas` marked as the MKL that LibTorch links in (the PyTorch wheel's), which runs on the
+/// OpenMP threads.
+BlasLibrary mkl_inside_libtorch(BlasLibrary blas) {
+  blas.kind = BlasKind::kMkl;
+  blas.config = "linked into LibTorch, on the OpenMP threads";
+  return blas;
+}
+
 }  // namespace
 
 std::string to_string(BlasKind kind) {
@@ -57,23 +65,16 @@ BlasLibrary loaded_blas() {
   BlasLibrary blas;
   void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info info{};
-  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr) {
-    if (at::hasMKL()) {  // an MKL linked into LibTorch that exports no BLAS symbol
-      blas.kind = BlasKind::kMkl;
-      blas.config = "linked into LibTorch, on the OpenMP threads";
-    }
-    return blas;
-  }
+  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr)
+    return at::hasMKL() ? mkl_inside_libtorch(blas) : blas;  // an MKL that exports no sgemm_
   blas.path = info.dli_fname;
   std::error_code error;
   const std::filesystem::path resolved = std::filesystem::canonical(blas.path, error);
   blas.resolved = error ? blas.path : resolved.string();
   blas.kind = classify_blas_path(blas.resolved);
   const std::string file = std::filesystem::path(blas.resolved).filename().string();
-  if (blas.kind == BlasKind::kOther && at::hasMKL() && file.rfind("libtorch", 0) == 0) {
-    blas.kind = BlasKind::kMkl;  // the PyTorch wheel's MKL, linked into libtorch_cpu.so
-    blas.config = "linked into LibTorch, on the OpenMP threads";
-  }
+  if (blas.kind == BlasKind::kOther && at::hasMKL() && file.rfind("libtorch", 0) == 0)
+    return mkl_inside_libtorch(blas);  // the PyTorch wheel's: sgemm_ is libtorch_cpu.so's
   if (blas.kind != BlasKind::kOpenBlas)
     return blas;
   const std::string dir = std::filesystem::path(blas.resolved).parent_path().filename().string();

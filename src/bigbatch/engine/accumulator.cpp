@@ -266,10 +266,12 @@ Counts GradientAccumulator::sum_over_ranks(const Counts& local) {
 }
 
 GradientAccumulator::Agreement GradientAccumulator::agree(bool abandoning) {
-  if (reducer_ != nullptr && abandoning)
-    reducer_->abandon();
-  else if (reducer_ != nullptr)
-    reducer_->finish();
+  if (reducer_ != nullptr) {
+    if (abandoning)
+      reducer_->abandon();
+    else
+      reducer_->finish();
+  }
   const int64_t world_size = communicator_->world_size();
   // (1 + world_size) float64: the window's loss sum, then 1 for each rank that abandons it.
   torch::Tensor agreement = torch::zeros({1 + world_size}, torch::kFloat64);

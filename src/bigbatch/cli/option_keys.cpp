@@ -35,6 +35,8 @@ const std::vector<std::pair<std::string, std::string>>& option_keys() {
       {"OptimizerOptions.eps", "optim.eps"},
       {"OptimizerOptions.momentum", "optim.momentum"},
       {"OptimizerOptions.nesterov", "optim.nesterov"},
+      {"OptimizerOptions.kernel", "optim.kernel"},
+      {"TrainingJobOptions.attention", "model.attention"},
       {"MicroBatchSearchOptions.budget_bytes", "memory.budget"},
       {"the memory budget", "memory.budget"},
       {"GptOptions.context", "gpt.context"},

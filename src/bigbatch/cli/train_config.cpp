@@ -133,6 +133,15 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    "auto = fp32 unless the CPU has avx512_bf16 or amx_bf16",
                    ResumeChange::kFree),
       "model.bf16_matmul");
+  t.job.attention = nn::parse_attention_kernel(
+      c.get_choice("model.attention", nn::to_string(t.job.attention),
+                   {"auto", "fused", "composite"},
+                   "kernels of the transformers' attention: fused = LibTorch's "
+                   "scaled_dot_product_attention (2.x), composite = masked product, softmax, "
+                   "product (nn/bf16_matmul's under bf16), auto = fused except under CPU bf16 "
+                   "autocast",
+                   ResumeChange::kFree),
+      "model.attention");
   try {
     nn::check_precision_supported(t.job.precision, torch::kCPU, "model.precision");
   } catch (const InputError& error) {
@@ -228,7 +237,15 @@ void read_optimization(ConfigReader& c, TrainConfig& t) {
       .beta2(c.get_double("optim.beta2", t.job.optimizer.beta2(), "AdamW second-moment decay"))
       .eps(c.get_double("optim.eps", t.job.optimizer.eps(), "AdamW denominator epsilon"))
       .momentum(c.get_double("optim.momentum", t.job.optimizer.momentum(), "SGD momentum"))
-      .nesterov(c.get_bool("optim.nesterov", t.job.optimizer.nesterov(), "SGD Nesterov momentum"));
+      .nesterov(c.get_bool("optim.nesterov", t.job.optimizer.nesterov(), "SGD Nesterov momentum"))
+      .kernel(engine::parse_optimizer_kernel(
+          c.get_choice("optim.kernel", engine::to_string(t.job.optimizer.kernel()),
+                       {"auto", "fused", "per_tensor"},
+                       "AdamW's update: fused = every parameter group in one kernel (LibTorch "
+                       ">= 2.4), per_tensor = LibTorch's AdamW, one tensor operation at a time, "
+                       "auto = fused where LibTorch has it",
+                       ResumeChange::kFree),
+          "optim.kernel"));
   t.job.trainer.max_grad_norm(c.get_double("optim.max_grad_norm", t.job.trainer.max_grad_norm(),
                                            "clip the window gradient's norm; 0 = off"));
   t.job.schedule

@@ -2,12 +2,15 @@
 // 2.x from the PyTorch wheel). Every version test of the code base is in this file.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -65,17 +68,23 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 #endif
 }
 
-/// The entry of `impl` in an optimizer's state map, keyed by the TensorImpl's address: as the
+/// The key of `impl`'s entry in an optimizer's state map, the TensorImpl's address: as the
 /// address written as a string in 1.13 (c10::guts::to_string), as the address itself in 2.x.
 template <typename StateMap>
-auto find_optimizer_state(StateMap& state, c10::TensorImpl* impl) {
+typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/, c10::TensorImpl* impl) {
   if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
     std::ostringstream key;
     key << impl;
-    return state.find(key.str());
+    return key.str();
   } else {
-    return state.find(impl);
+    return impl;
   }
+}
+
+/// The entry of `impl` in an optimizer's state map.
+template <typename StateMap>
+auto find_optimizer_state(StateMap& state, c10::TensorImpl* impl) {
+  return state.find(optimizer_state_key(state, impl));
 }
 
 /// The state of `parameter` in `optimizer`, or null before its first step.
@@ -89,5 +98,48 @@ inline torch::optim::OptimizerParamState* optimizer_state_of(torch::optim::Optim
 /// std::shared_ptr in 1.13, c10::intrusive_ptr in recent 2.x.
 using GradAccumulatorPtr =
     decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+
+// Fused kernels of 2.x.
+
+/// Whether at::scaled_dot_product_attention is public (2.0 and later; 1.13 has a private one).
+inline constexpr bool kHasFusedAttention = BIGBATCH_TORCH_AT_LEAST(2, 0);
+
+/// at::scaled_dot_product_attention with the default 1/sqrt(D) scale. `allowed` is a bool mask
+/// broadcastable to (B, H, T, S), true where a query attends to a key, or undefined for none.
+/// Throws std::logic_error where kHasFusedAttention is false.
+/// q (B, H, T, D), k (B, H, S, D), v (B, H, S, D) -> (B, H, T, D)
+inline at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& allowed, double dropout, bool causal) {
+#if BIGBATCH_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(
+      q, k, v, allowed.defined() ? std::optional<at::Tensor>(allowed) : std::nullopt, dropout,
+      causal);
+#else
+  (void)q, (void)k, (void)v, (void)allowed, (void)dropout, (void)causal;
+  throw std::logic_error("compat::fused_attention: this LibTorch has no fused attention");
+#endif
+}
+
+/// Whether at::_fused_adamw_ has CPU kernels (2.4 and later; CUDA ones since 2.0).
+inline constexpr bool kHasFusedAdamW = BIGBATCH_TORCH_AT_LEAST(2, 4);
+
+/// One AdamW step of every tensor in `params` in one call (at::_fused_adamw_, no AMSGrad): the
+/// same update as torch::optim::AdamW. `steps` holds each tensor's step count, already advanced,
+/// as a float32 scalar tensor that the kernel only reads. Every list has one entry per
+/// parameter, all of one dtype and device; a parameter, its gradient and its moments must have
+/// the same strides (the kernel walks them as flat arrays). Throws std::logic_error where
+/// kHasFusedAdamW is false.
+inline void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                         at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
+                         double beta2, double weight_decay, double eps) {
+#if BIGBATCH_TORCH_AT_LEAST(2, 4)
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
+                    beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1,
+      (void)beta2, (void)weight_decay, (void)eps;
+  throw std::logic_error("compat::fused_adamw_: this LibTorch has no fused AdamW for the CPU");
+#endif
+}
 
 }  // namespace bigbatch::compat

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/torch_compat.h"
+#include "bigbatch/engine/fused_adamw.h"
 
 namespace bigbatch::engine {
 
@@ -17,6 +19,35 @@ OptimizerKind parse_optimizer_kind(const std::string& text, const std::string& f
 
 std::string to_string(OptimizerKind kind) {
   return kind == OptimizerKind::kAdamW ? "adamw" : "sgd";
+}
+
+OptimizerKernel parse_optimizer_kernel(const std::string& text, const std::string& field) {
+  if (text == "auto")
+    return OptimizerKernel::kAuto;
+  if (text == "fused")
+    return OptimizerKernel::kFused;
+  if (text == "per_tensor")
+    return OptimizerKernel::kPerTensor;
+  throw InputError(
+      cat(field, " must be \"auto\", \"fused\" or \"per_tensor\", got \"", text, "\""));
+}
+
+std::string to_string(OptimizerKernel kernel) {
+  switch (kernel) {
+    case OptimizerKernel::kAuto:
+      return "auto";
+    case OptimizerKernel::kFused:
+      return "fused";
+    case OptimizerKernel::kPerTensor:
+      return "per_tensor";
+  }
+  return "?";
+}
+
+OptimizerKernel resolve_optimizer_kernel(OptimizerKernel kernel) {
+  if (kernel != OptimizerKernel::kAuto)
+    return kernel;
+  return compat::kHasFusedAdamW ? OptimizerKernel::kFused : OptimizerKernel::kPerTensor;
 }
 
 namespace {
@@ -69,6 +100,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const torch::nn::Module&
                      .betas({options.beta1(), options.beta2()})
                      .eps(options.eps())
                      .weight_decay(options.weight_decay());
+    if (resolve_optimizer_kernel(options.kernel()) == OptimizerKernel::kFused)
+      return std::make_unique<FusedAdamW>(split_by_decay(module, group), group);
     return std::make_unique<torch::optim::AdamW>(split_by_decay(module, group), group);
   }
   auto group = torch::optim::SGDOptions(options.lr())

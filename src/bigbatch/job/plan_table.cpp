@@ -28,6 +28,17 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                                : "oneDNN's bf16 kernels",
                   " (bf16_matmul = \"", nn::to_string(options.bf16_matmul), "\")"));
   }
+  if (w.attention_keys > 0) {
+    const nn::AttentionSite site{/*cpu=*/true, options.precision == nn::Precision::kBf16,
+                                 w.attention_keys};
+    const nn::AttentionKernel attention = nn::resolve_attention_kernel(options.attention, site);
+    table.add(
+        "attention", nn::to_string(attention),
+        cat(attention == nn::AttentionKernel::kFused ? "LibTorch's scaled_dot_product_attention"
+                                                     : "masked product, softmax, product",
+            " over ", w.attention_keys, " keys (attention = \"", nn::to_string(options.attention),
+            "\")"));
+  }
   if (w.add_model_rows)
     w.add_model_rows(table, plan);
 }
@@ -56,11 +67,13 @@ void add_nonfinite_rows(Table& table, const TrainingJobOptions& options) {
 void add_optimization_section(Table& table, const TrainingJobOptions& options, const Workload& w) {
   table.section("optimization");
   const engine::OptimizerOptions& optim = options.optimizer;
-  table.add("optimizer", engine::to_string(optim.kind()),
-            optim.kind() == engine::OptimizerKind::kAdamW
-                ? cat("betas (", optim.beta1(), ", ", optim.beta2(), "), weight decay ",
-                      optim.weight_decay())
-                : cat("momentum ", optim.momentum(), ", weight decay ", optim.weight_decay()));
+  table.add(
+      "optimizer", engine::to_string(optim.kind()),
+      optim.kind() == engine::OptimizerKind::kAdamW
+          ? cat("betas (", optim.beta1(), ", ", optim.beta2(), "), weight decay ",
+                optim.weight_decay(), ", ",
+                engine::to_string(engine::resolve_optimizer_kernel(optim.kernel())), " kernel")
+          : cat("momentum ", optim.momentum(), ", weight decay ", optim.weight_decay()));
   table.add("schedule", engine::to_string(options.schedule.kind()),
             cat(options.schedule.warmup_steps(), " warmup steps, final lr x",
                 options.schedule.min_lr_ratio()));

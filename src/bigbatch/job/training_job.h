@@ -17,6 +17,7 @@
 #include "bigbatch/engine/trainer.h"
 #include "bigbatch/job/workload.h"
 #include "bigbatch/metrics/sink.h"
+#include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/precision.h"
 
@@ -76,6 +77,7 @@ struct TrainingJobOptions {
   engine::LossScalerOptions loss_scaler;           ///< when loss scaling is enabled
   nn::Precision precision = nn::Precision::kFp32;  ///< autocast of every forward pass
   nn::Bf16Matmul bf16_matmul = nn::Bf16Matmul::kAuto;
+  nn::AttentionKernel attention = nn::AttentionKernel::kAuto;  ///< of the transformers
   /// Threads: the backend of the model's fp32 work (oneDNN for convolutions); 0 = automatic.
   ThreadRequest threads;
   /// Data parallel, when the environment names this process a rank (RANK, WORLD_SIZE, ...).

@@ -45,6 +45,7 @@ void autocast_objective(Workload& w, nn::Precision precision) {
 
 ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes) {
   nn::set_bf16_matmul(options.bf16_matmul);
+  nn::set_attention_kernel(options.attention, "TrainingJobOptions.attention");
   const bool native_bf16 =
       options.precision != nn::Precision::kFp32 && nn::bf16_matmul() == nn::Bf16Matmul::kNative;
   ThreadRequest request = options.threads;

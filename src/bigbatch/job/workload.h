@@ -32,6 +32,9 @@ struct Workload {
   std::string name = "model";    ///< runs/<name>-<time> and the plan table's model row
   std::string description;       ///< the model in one line, for the plan table
   std::string data_description;  ///< the data source in one line, for the plan table
+  /// The most keys a query of the model attends over through nn::scaled_dot_product_attention
+  /// (its context), for the plan table's attention row; 0 for a model without attention.
+  int64_t attention_keys = 0;
   /// Extra rows of the plan table's model section (precision, checkpointing, norm policy, ...),
   /// given the resolved plan; may be empty.
   std::function<void(Table&, const engine::Plan&)> add_model_rows;

@@ -91,12 +91,12 @@ torch::Tensor BertImpl::forward(const torch::Tensor& inputs) {
   const int64_t embed = options_.embed();
   const auto device = inputs.device();
   // [CLS] at position 0 is never padding, so every query has at least one key.
-  const torch::Tensor key_padding =
-      torch::cat(
+  const nn::AttentionMask key_padding{
+      /*causal=*/false,
+      /*padding=*/torch::cat(
           {torch::zeros({batch, 1}, torch::TensorOptions().dtype(torch::kBool).device(device)),
            inputs.eq(options_.pad_id())},
-          /*dim=*/1)
-          .view({batch, 1, 1, time + 1});  // (B, 1, 1, S = T + 1): no query attends to padding
+          /*dim=*/1)};  // (B, S = T + 1): no query attends to padding
   const torch::Tensor positions =
       torch::arange(time + 1, torch::TensorOptions().dtype(torch::kLong).device(device));  // (S)
   const torch::Tensor cls_column = cls.view({1, 1, embed}).expand({batch, 1, embed});  // (B, 1, C)

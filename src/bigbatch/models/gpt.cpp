@@ -1,7 +1,6 @@
 #include "bigbatch/models/gpt.h"
 
 #include <cmath>
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -87,22 +86,17 @@ torch::Tensor GptImpl::forward(const torch::Tensor& inputs) {
       torch::arange(time, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
   torch::Tensor x = tok_embed->forward(inputs) + pos_embed->forward(positions);  // (B, T, C)
   x = maybe_dropout(x, options_.dropout(), is_training());
-  // True above the diagonal: position t must not see positions > t. Built per call on the
-  // input's device rather than kept as a buffer, because Module::to(dtype) would turn a bool
-  // buffer into a floating one.
-  const torch::Tensor future =
-      torch::ones({time, time}, torch::TensorOptions().dtype(torch::kBool).device(x.device()))
-          .triu(/*diagonal=*/1);  // (T, T)
+  const nn::AttentionMask causal{/*causal=*/true, /*padding=*/{}};
   const bool may_checkpoint = is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {
     std::shared_ptr<PreLnBlockImpl> block = blocks->ptr<PreLnBlockImpl>(i);
     if (may_checkpoint && checkpointing_.applies_to(int64_t(i))) {
       const std::vector<torch::Tensor> parameters = block->parameters();
       x = nn::checkpoint(
-          [block, future](const torch::Tensor& in) { return block->forward(in, future); }, x,
+          [block, causal](const torch::Tensor& in) { return block->forward(in, causal); }, x,
           parameters);  // (B, T, C)
     } else {
-      x = block->forward(x, future);  // (B, T, C)
+      x = block->forward(x, causal);  // (B, T, C)
     }
   }
   return nn::linear(head, ln_f->forward(x));  // (B, T, vocab)

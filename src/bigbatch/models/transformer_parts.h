@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "bigbatch/nn/attention.h"
+
 namespace bigbatch::models {
 
 /// LayerNorm over the last dimension of `width` features (affine, eps 1e-5).
@@ -14,11 +16,11 @@ torch::nn::LayerNorm layer_norm(int64_t width);
 /// Dropout that is a no-op (and draws no random numbers) when p == 0.
 torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training);
 
-/// Splits qkv (B, T, 3C) into heads, attends with scores at `blocked` positions (bool,
-/// broadcastable to (B, heads, T, T); true = not attended) set to -inf, applies dropout to the
-/// probabilities and merges the heads: returns (B, T, C) before the output projection.
+/// Splits qkv (B, T, 3C) into heads, attends over `mask` (nn::scaled_dot_product_attention),
+/// with dropout on the probabilities, and merges the heads: returns (B, T, C) before the output
+/// projection.
 torch::Tensor multi_head_attention(const torch::Tensor& qkv, int64_t heads,
-                                   const torch::Tensor& blocked, double dropout, bool training);
+                                   const nn::AttentionMask& mask, double dropout, bool training);
 
 /// Sizes of a pre-LN transformer block.
 struct BlockOptions {
@@ -35,10 +37,9 @@ struct BlockOptions {
 class SelfAttentionImpl : public torch::nn::Module {
  public:
   explicit SelfAttentionImpl(const BlockOptions& options = {});
-  /// x (B, T, embed), blocked (bool, broadcastable to (B, heads, T, T); true = not attended)
-  /// -> (B, T, embed). Every query needs at least one key it may attend to, or its row of
-  /// probabilities is NaN.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& blocked);
+  /// x (B, T, embed), mask over the T keys -> (B, T, embed). Every query needs at least one key
+  /// it may attend to.
+  torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
 
   /// Joint query/key/value projection, Linear(embed, 3*embed).
   torch::nn::Linear qkv{nullptr};
@@ -71,14 +72,14 @@ class FeedForwardImpl : public torch::nn::Module {
 TORCH_MODULE(FeedForward);
 
 /// One pre-LN transformer block: x = x + attn(ln1(x), blocked); x = x + mlp(ln2(x)). The GPT's
-/// (a causal mask) and the BERT's (a key padding mask). A module of its own so that activation
+/// (a causal mask) and the BERT's (a padding mask). A module of its own so that activation
 /// checkpointing can wrap a single block.
 /// Submodules: `ln1`, `attn` (`qkv`, `proj`), `ln2`, `mlp` (`fc`, `proj`).
 class PreLnBlockImpl : public torch::nn::Module {
  public:
   explicit PreLnBlockImpl(const BlockOptions& options = {});
-  /// x (B, T, embed), blocked as for SelfAttention -> (B, T, embed).
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& blocked);
+  /// x (B, T, embed), mask as for SelfAttention -> (B, T, embed).
+  torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
 
   /// LayerNorm(embed) before attention.
   torch::nn::LayerNorm ln1{nullptr};

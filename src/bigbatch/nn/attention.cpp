@@ -1,0 +1,140 @@
+#include "bigbatch/nn/attention.h"
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/bf16_matmul.h"
+
+namespace bigbatch::nn {
+namespace {
+
+std::atomic<AttentionKernel> process_choice{AttentionKernel::kAuto};
+
+/// True where query t may not attend to key s: (T, S) for a causal mask alone, (B, 1, 1, S) for
+/// padding alone, (B, 1, T, S) for both; undefined when every key is attended.
+torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int64_t keys,
+                                torch::Device device) {
+  torch::Tensor blocked;
+  if (mask.causal) {
+    blocked =
+        torch::ones({queries, keys}, torch::TensorOptions().dtype(torch::kBool).device(device))
+            .triu(/*diagonal=*/1);  // (T, S)
+  }
+  if (mask.padding.defined()) {
+    const torch::Tensor padding = mask.padding.view({mask.padding.size(0), 1, 1, keys});
+    blocked = blocked.defined() ? blocked.logical_or(padding) : padding;  // (B, 1, T or 1, S)
+  }
+  return blocked;
+}
+
+torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const torch::Tensor& blocked,
+                                  double dropout, bool training) {
+  const int64_t batch = q.size(0);
+  const int64_t heads = q.size(1);
+  const int64_t queries = q.size(2);
+  const int64_t keys = k.size(2);
+  const int64_t head_dim = q.size(3);
+  // The copies a batched product needs (torch::matmul of the 4-D tensors makes the same ones).
+  const torch::Tensor q3 = q.reshape({batch * heads, queries, head_dim});  // (B*H, T, D)
+  const torch::Tensor k3 = k.reshape({batch * heads, keys, head_dim});     // (B*H, S, D)
+  const torch::Tensor v3 = v.reshape({batch * heads, keys, head_dim});     // (B*H, S, D)
+  // 0 where attending is allowed, -inf where blocked: added inside the product's kernel, with the
+  // 1/sqrt(D) scale, instead of a multiplication and a masked_fill over the scores (and their
+  // two passes in backward). Broadcasting a (T, S) mask stays a view.
+  const torch::Tensor mask =
+      blocked.defined()
+          ? torch::zeros(blocked.sizes(), q.options())
+                .masked_fill_(blocked, -std::numeric_limits<double>::infinity())
+                .expand({batch, heads, queries, keys})
+                .reshape({batch * heads, queries, keys})
+          : torch::zeros({1, 1, 1}, q.options()).expand({batch * heads, queries, keys});
+  const torch::Tensor scores = nn::baddbmm(mask, q3, k3.transpose(1, 2),
+                                           1.0 / std::sqrt(double(head_dim)));  // (B*H, T, S)
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);                     // (B*H, T, S)
+  if (dropout > 0.0)
+    probs = torch::dropout(probs, dropout, training);
+  return nn::matmul(probs, v3).view({batch, heads, queries, head_dim});  // (B, H, T, D)
+}
+
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, const AttentionMask& mask, double dropout,
+                              bool training) {
+  const double p = training ? dropout : 0.0;
+  if (!mask.padding.defined())
+    return compat::fused_attention(q, k, v, torch::Tensor(), p, mask.causal);
+  const torch::Tensor allowed =
+      blocked_positions(mask, q.size(2), k.size(2), q.device()).logical_not();
+  return compat::fused_attention(q, k, v, allowed, p, /*causal=*/false);
+}
+
+}  // namespace
+
+AttentionKernel parse_attention_kernel(const std::string& text, const std::string& field) {
+  if (text == "auto")
+    return AttentionKernel::kAuto;
+  if (text == "fused")
+    return AttentionKernel::kFused;
+  if (text == "composite")
+    return AttentionKernel::kComposite;
+  throw InputError(cat(field, " must be \"auto\", \"fused\" or \"composite\", got \"", text, "\""));
+}
+
+std::string to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kAuto:
+      return "auto";
+    case AttentionKernel::kFused:
+      return "fused";
+    case AttentionKernel::kComposite:
+      return "composite";
+  }
+  return "?";
+}
+
+bool fused_attention_available() {
+  return compat::kHasFusedAttention;
+}
+
+void set_attention_kernel(AttentionKernel kernel, const std::string& field) {
+  BB_CHECK_INPUT(kernel != AttentionKernel::kFused || fused_attention_available(), field,
+                 " = \"fused\" needs LibTorch 2.0 or later; this is ", TORCH_VERSION,
+                 ", which has only the composite attention");
+  process_choice.store(kernel);
+}
+
+AttentionKernel attention_kernel() {
+  return process_choice.load();
+}
+
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, const AttentionSite& site) {
+  if (kernel != AttentionKernel::kAuto)
+    return kernel;
+  const int64_t min_keys =
+      !site.cpu ? 0 : (site.bf16_autocast ? kFusedCpuBf16MinKeys : kFusedCpuMinKeys);
+  return fused_attention_available() && site.keys >= min_keys ? AttentionKernel::kFused
+                                                              : AttentionKernel::kComposite;
+}
+
+torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& v, const AttentionMask& mask,
+                                           double dropout, bool training) {
+  BB_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+           "scaled_dot_product_attention expects (B, H, T, D) queries, keys and values, got ",
+           q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  BB_CHECK(!mask.causal || q.size(2) == k.size(2),
+           "a causal mask needs as many queries as keys, got ", q.size(2), " and ", k.size(2));
+  const AttentionSite site{q.device().is_cpu(),
+                           compat::autocast_enabled(torch::kCPU) &&
+                               compat::autocast_dtype(torch::kCPU) == torch::kBFloat16,
+                           k.size(2)};
+  if (resolve_attention_kernel(attention_kernel(), site) == AttentionKernel::kFused)
+    return fused_attention(q, k, v, mask, dropout, training);
+  return composite_attention(q, k, v, blocked_positions(mask, q.size(2), k.size(2), q.device()),
+                             dropout, training);
+}
+
+}  // namespace bigbatch::nn

@@ -1,0 +1,65 @@
+// Scaled dot-product attention over a mask, on LibTorch's fused kernel where it has one and is
+// the faster, on a composite of products and a softmax elsewhere. The one attention of every
+// transformer bigbatch builds.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+namespace bigbatch::nn {
+
+/// The keys each query may attend to.
+struct AttentionMask {
+  /// Query t attends to keys 0..t only (as many queries as keys).
+  bool causal = false;
+  /// (B, S) bool, true at keys that no query attends to (padding); undefined: none.
+  torch::Tensor padding;
+};
+
+/// Which kernels compute attention.
+enum class AttentionKernel {
+  kAuto,       ///< by resolve_attention_kernel(): the faster of the two for the shape and device
+  kFused,      ///< at::scaled_dot_product_attention (LibTorch 2.x: flash kernels on CPU and CUDA)
+  kComposite,  ///< mask + scale in one baddbmm, softmax, dropout, matmul (nn/bf16_matmul's)
+};
+
+/// Reads "auto" | "fused" | "composite"; anything else throws InputError naming `field`.
+AttentionKernel parse_attention_kernel(const std::string& text, const std::string& field);
+/// The config spelling: "auto", "fused" or "composite".
+std::string to_string(AttentionKernel kernel);
+/// Whether this LibTorch has the fused kernel (2.0 and later).
+bool fused_attention_available();
+
+/// Sets the process-wide choice (default kAuto). kFused without fused_attention_available()
+/// throws InputError naming `field`. Safe to call from any thread; takes effect for the next call.
+void set_attention_kernel(AttentionKernel kernel, const std::string& field);
+/// The process-wide choice, as set (kAuto is decided per call: it depends on autocast).
+AttentionKernel attention_kernel();
+/// What decides kAuto.
+struct AttentionSite {
+  bool cpu = true;             ///< the inputs are on the CPU
+  bool bf16_autocast = false;  ///< CPU autocast computes in bf16 (only read when `cpu`)
+  int64_t keys = 0;            ///< S, the keys each query is scored against
+};
+
+/// Keys from which kAuto takes the fused kernel on the CPU: LibTorch's flash kernel is the
+/// slower below them and the faster above (bench/attention_kernels.py, docs/BENCHMARKS.md).
+constexpr int64_t kFusedCpuMinKeys = 256;
+/// The same under CPU bf16 autocast.
+constexpr int64_t kFusedCpuBf16MinKeys = 1024;
+
+/// What `kernel` runs at `site`: kAuto is kFused where this LibTorch has it and the inputs are on
+/// a GPU or, on the CPU, from kFusedCpuMinKeys keys (kFusedCpuBf16MinKeys under bf16 autocast);
+/// kComposite otherwise. kFused and kComposite are returned as they are.
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, const AttentionSite& site);
+
+/// softmax(q k^T / sqrt(D) + mask) v, with dropout `dropout` on the probabilities when
+/// `training`, by attention_kernel(). Every query must be left at least one key by `mask`, or
+/// its output is NaN (composite) or undefined (fused).
+/// q (B, H, T, D), k (B, H, S, D), v (B, H, S, D) -> (B, H, T, D)
+torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& v, const AttentionMask& mask,
+                                           double dropout, bool training);
+
+}  // namespace bigbatch::nn

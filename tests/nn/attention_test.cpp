@@ -1,0 +1,160 @@
+// Attention: the fused and the composite kernels compute the same outputs and gradients under
+// every kind of mask, the composite one is softmax(q k^T / sqrt(D) + mask) v as written out, and
+// the choice of kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/nn/attention.h"
+#include "bigbatch/nn/precision.h"
+#include "support/test_support.h"
+
+namespace bigbatch::nn {
+namespace {
+
+/// Sets the process-wide choice for one test and puts back the previous one.
+class ScopedAttentionKernel {
+ public:
+  explicit ScopedAttentionKernel(AttentionKernel kernel) : previous_(attention_kernel()) {
+    set_attention_kernel(kernel, "test");
+  }
+  ~ScopedAttentionKernel() { set_attention_kernel(previous_, "test"); }
+  ScopedAttentionKernel(const ScopedAttentionKernel&) = delete;
+  ScopedAttentionKernel& operator=(const ScopedAttentionKernel&) = delete;
+
+ private:
+  AttentionKernel previous_;
+};
+
+constexpr int64_t kBatch = 3, kHeads = 2, kTime = 5, kHeadDim = 4;
+
+/// The output and the gradients of q, k and v of one attention, in float64.
+struct AttentionResult {
+  torch::Tensor output, dq, dk, dv;
+};
+
+/// (B, S) bool: the last two keys of the second sequence and the last one of the third are
+/// padding; the first is unpadded.
+torch::Tensor example_padding() {
+  torch::Tensor padding = torch::zeros({kBatch, kTime}, torch::kBool);
+  padding.index_put_({1, torch::indexing::Slice(kTime - 2)}, true);
+  padding.index_put_({2, kTime - 1}, true);
+  return padding;
+}
+
+AttentionResult run(AttentionKernel kernel, const AttentionMask& mask) {
+  const ScopedAttentionKernel choice(kernel);
+  torch::manual_seed(11);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  // Strided like the heads split from a joint projection: (B, T, H, D) viewed as (B, H, T, D).
+  const torch::Tensor q = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).requires_grad_();
+  const torch::Tensor k = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).requires_grad_();
+  const torch::Tensor v = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).requires_grad_();
+  const torch::Tensor output =
+      scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask,
+                                   /*dropout=*/0.0, /*training=*/true);  // (B, H, T, D)
+  output.backward(torch::randn(output.sizes(), options));
+  return {output.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+void expect_same(const AttentionResult& a, const AttentionResult& b, const std::string& what) {
+  EXPECT_LE(testing::relative_difference(a.output, b.output), 1e-14) << what << " output";
+  EXPECT_LE(testing::relative_difference(a.dq, b.dq), 1e-13) << what << " dq";
+  EXPECT_LE(testing::relative_difference(a.dk, b.dk), 1e-13) << what << " dk";
+  EXPECT_LE(testing::relative_difference(a.dv, b.dv), 1e-13) << what << " dv";
+}
+
+TEST(Attention, FusedAndCompositeAgreeUnderEveryMask) {
+  if (!fused_attention_available())
+    GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " has no fused attention (2.0 and later do)";
+  const struct {
+    const char* what;
+    AttentionMask mask;
+  } cases[] = {{"no mask", {false, {}}},
+               {"causal", {true, {}}},
+               {"padding", {false, example_padding()}},
+               {"causal and padding", {true, example_padding()}}};
+  for (const auto& c : cases)
+    expect_same(run(AttentionKernel::kFused, c.mask), run(AttentionKernel::kComposite, c.mask),
+                c.what);
+}
+
+TEST(Attention, CompositeIsTheMaskedSoftmaxWrittenOut) {
+  const AttentionMask mask{true, example_padding()};
+  const AttentionResult composite = run(AttentionKernel::kComposite, mask);
+  torch::manual_seed(11);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor q = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor k = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor v = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor blocked =
+      torch::ones({kTime, kTime}, torch::kBool)
+          .triu(1)
+          .logical_or(example_padding().view({kBatch, 1, 1, kTime}));  // (B, 1, T, S)
+  const torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(kHeadDim));
+  const torch::Tensor expected = torch::matmul(
+      torch::softmax(scores.masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1), v);
+  EXPECT_LE(testing::relative_difference(composite.output, expected), 1e-14);
+  // The blocked keys get no gradient from any query.
+  const torch::Tensor dk = composite.dk.transpose(1, 2);  // (B, H, S, D)
+  EXPECT_EQ(dk.index({1, torch::indexing::Slice(), torch::indexing::Slice(kTime - 2)})
+                .abs()
+                .max()
+                .item<double>(),
+            0.0);
+  EXPECT_GT(dk.index({0}).abs().max().item<double>(), 0.0);
+}
+
+TEST(Attention, AutoTakesTheFusedKernelOnGpusAndForLongSequencesOnTheCpu) {
+  const AttentionKernel fused_if_available =
+      fused_attention_available() ? AttentionKernel::kFused : AttentionKernel::kComposite;
+  const auto auto_at = [](bool cpu, bool bf16, int64_t keys) {
+    return resolve_attention_kernel(AttentionKernel::kAuto, AttentionSite{cpu, bf16, keys});
+  };
+  EXPECT_EQ(auto_at(true, false, 64), AttentionKernel::kComposite);
+  EXPECT_EQ(auto_at(true, false, kFusedCpuMinKeys - 1), AttentionKernel::kComposite);
+  EXPECT_EQ(auto_at(true, false, kFusedCpuMinKeys), fused_if_available);
+  EXPECT_EQ(auto_at(true, true, kFusedCpuMinKeys), AttentionKernel::kComposite);
+  EXPECT_EQ(auto_at(true, true, kFusedCpuBf16MinKeys), fused_if_available);
+  EXPECT_EQ(auto_at(false, true, 8), fused_if_available);
+  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::kComposite, {false, false, 4096}),
+            AttentionKernel::kComposite);
+  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::kFused, {true, true, 8}),
+            AttentionKernel::kFused);
+}
+
+TEST(Attention, ParsesEveryNameAndRefusesOthersByField) {
+  for (const AttentionKernel k :
+       {AttentionKernel::kAuto, AttentionKernel::kFused, AttentionKernel::kComposite})
+    EXPECT_EQ(parse_attention_kernel(to_string(k), "model.attention"), k);
+  const std::string message =
+      testing::input_error_of([] { parse_attention_kernel("flash", "model.attention"); });
+  EXPECT_EQ(message, "model.attention must be \"auto\", \"fused\" or \"composite\", got \"flash\"");
+}
+
+TEST(Attention, FusedIsRefusedOnlyWhereLibTorchHasNone) {
+  const AttentionKernel before = attention_kernel();
+  if (fused_attention_available()) {
+    set_attention_kernel(AttentionKernel::kFused, "model.attention");
+    EXPECT_EQ(attention_kernel(), AttentionKernel::kFused);
+  } else {
+    const std::string message = testing::input_error_of(
+        [] { set_attention_kernel(AttentionKernel::kFused, "model.attention"); });
+    EXPECT_NE(message.find("model.attention = \"fused\" needs LibTorch 2.0 or later"),
+              std::string::npos)
+        << message;
+  }
+  set_attention_kernel(before, "model.attention");
+}
+
+TEST(Attention, CausalMaskNeedsAsManyQueriesAsKeys) {
+  const torch::Tensor q = torch::randn({1, 1, 3, 4});
+  const torch::Tensor kv = torch::randn({1, 1, 5, 4});
+  EXPECT_THROW(scaled_dot_product_attention(q, kv, kv, {true, {}}, 0.0, false), std::logic_error);
+}
+
+}  // namespace
+}  // namespace bigbatch::nn

@@ -2,11 +2,13 @@
 """Attention forward + backward at the default GPT's shapes (4 heads of 32, T = 64), fused
 (torch.nn.functional.scaled_dot_product_attention, is_causal) against the composite bigbatch's
 nn/attention runs (masked baddbmm, softmax, bmm), in fp32 and under CPU bf16 autocast, at
-micro-batch 8 and 2. The numbers behind model.attention = "auto" (docs/BENCHMARKS.md).
-Interleaved repetitions; prints the median milliseconds of each. Run with the wheel's Python:
+micro-batch 8 and 2; with --long, at micro-batch 2 and T = 128 ... 1024 instead. The numbers
+behind model.attention = "auto" (docs/BENCHMARKS.md). Interleaved repetitions; prints the median
+milliseconds of each. Run with the wheel's Python:
 
-    ~/.cache/bigbatch/torch-2.15.0/bin/python bench/attention_kernels.py
+    ~/.cache/bigbatch/torch-2.15.0/bin/python bench/attention_kernels.py [--long]
 """
+import sys
 import statistics
 import time
 
@@ -33,7 +35,7 @@ def composite(qkv, batch):
         batch, TIME, WIDTH)
 
 
-def time_ms(kernel, batch, bf16, iterations=200):
+def time_ms(kernel, batch, bf16, iterations):
     qkv = torch.randn(batch, TIME, 3 * WIDTH, requires_grad=True)
     grad = torch.randn(batch, TIME, WIDTH)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -46,17 +48,20 @@ def time_ms(kernel, batch, bf16, iterations=200):
 
 
 def main():
+    global TIME
     torch.set_num_threads(2)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    shapes = [(2, t) for t in (128, 256, 512, 1024)] if "--long" in sys.argv else [(8, 64), (2, 64)]
     for bf16 in (False, True):
-        for batch in (8, 2):
+        for batch, TIME in shapes:
+            iterations = max(5, 200 * 64 * 64 * 8 // (TIME * TIME * batch))
             times = {"fused": [], "composite": []}
-            for rep in range(7):
+            for rep in range(7 if TIME <= 256 else 3):
                 for name in (("fused", "composite") if rep % 2 == 0 else ("composite", "fused")):
                     times[name].append(time_ms(fused if name == "fused" else composite, batch,
-                                               bf16))
+                                               bf16, iterations))
             f, c = (statistics.median(times[n]) for n in ("fused", "composite"))
-            print(f"{'bf16' if bf16 else 'fp32'} micro-batch {batch}: fused {f:.3f} ms, "
+            print(f"{'bf16' if bf16 else 'fp32'} micro-batch {batch}, T {TIME}: fused {f:.3f} ms, "
                   f"composite {c:.3f} ms, composite / fused {c / f:.2f}", flush=True)
 
 

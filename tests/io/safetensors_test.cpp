@@ -43,11 +43,12 @@ std::string raw_file(const std::string& header, const std::string& data) {
 class SafetensorsFiles : public ::testing::Test {
  protected:
   /// The InputError of reading `bytes` written to a file called `name`; the message must name
-  /// the file.
+  /// the file, and mapping the file must fail with the same message.
   std::string error_of(const std::string& name, const std::string& bytes) {
     const std::string path = dir_.write(name, bytes).string();
     const std::string message = testing::input_error_of([&] { io::read_safetensors(path); });
     EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_EQ(testing::input_error_of([&] { io::map_safetensors(path); }), message);
     return message;
   }
   /// Reading `bytes` (as the file `name`) fails with an InputError that names the file and says
@@ -75,6 +76,41 @@ TEST_F(SafetensorsFiles, EveryDtypeRoundTripsBitwiseInOrder) {
   EXPECT_TRUE(file.metadata.empty());
   ASSERT_NE(file.find("u8"), nullptr);
   EXPECT_EQ(file.find("missing"), nullptr);
+}
+
+TEST_F(SafetensorsFiles, MappedTensorsAreTheFilesAndWritesNeverReachIt) {
+  const std::vector<NamedTensor> tensors = every_dtype();
+  const std::string path = (dir_.path() / "all.safetensors").string();
+  io::write_safetensors(path, tensors, {{"format", "pt"}});
+  const std::string before = testing::read_file(path);
+  torch::Tensor kept;
+  {
+    io::Safetensors file = io::map_safetensors(path);
+    ASSERT_EQ(file.tensors.size(), tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      SCOPED_TRACE(tensors[i].first);
+      EXPECT_EQ(file.tensors[i].first, tensors[i].first);
+      EXPECT_EQ(file.tensors[i].second.scalar_type(), tensors[i].second.scalar_type());
+      EXPECT_TRUE(torch::equal(file.tensors[i].second, tensors[i].second));
+    }
+    EXPECT_EQ(file.metadata.at("format"), "pt");
+    file.find("f32")->mul_(2);  // copy-on-write: the file keeps its bytes
+    EXPECT_TRUE(torch::equal(*file.find("f32"), tensors[1].second * 2));
+    kept = *file.find("i64");
+  }
+  // The mapping outlives the Safetensors while a tensor views it.
+  EXPECT_TRUE(torch::equal(kept, tensors[4].second));
+  EXPECT_EQ(testing::read_file(path), before);
+}
+
+TEST_F(SafetensorsFiles, MappingAMissingFileOrADirectoryIsNamed) {
+  const std::string absent = (dir_.path() / "absent.safetensors").string();
+  EXPECT_NE(testing::input_error_of([&] {
+              io::map_safetensors(absent);
+            }).find("cannot open " + absent + ": No such file"),
+            std::string::npos);
+  EXPECT_EQ(testing::input_error_of([&] { io::map_safetensors(dir_.path().string()); }),
+            "cannot read " + dir_.path().string() + ": not a regular file");
 }
 
 TEST_F(SafetensorsFiles, WritesTheLayoutOfTheFormat) {

@@ -1,8 +1,15 @@
 #include "bigbatch/io/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -144,6 +151,88 @@ std::map<std::string, std::string> parse_metadata(const nlohmann::ordered_json& 
   return metadata;
 }
 
+/// A safetensors file's header and where its data starts, checked (see parse_safetensors).
+struct ParsedFile {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;  ///< in header order
+  const char* data = nullptr;  ///< the first byte after the header
+};
+
+ParsedFile parse_file(const char* bytes, uint64_t size, const std::string& origin) {
+  BB_CHECK_INPUT(size >= kLengthBytes, origin, ": not a safetensors file: ", size,
+                 " bytes, fewer than the 8 of the header length (truncated?)");
+  uint64_t length = 0;
+  std::memcpy(&length, bytes, kLengthBytes);
+  const uint64_t available = size - kLengthBytes;
+  BB_CHECK_INPUT(length <= available, origin, ": header length ", length,
+                 " bytes runs past the end of the file (", available,
+                 " bytes follow the length; truncated or not safetensors?)");
+  nlohmann::ordered_json header;
+  try {
+    header = nlohmann::ordered_json::parse(bytes + kLengthBytes, bytes + kLengthBytes + length);
+  } catch (const nlohmann::json::parse_error& error) {
+    throw InputError(cat(origin, ": header is not valid JSON: ", error.what()));
+  }
+  BB_CHECK_INPUT(header.is_object(), origin, ": header must be a JSON object, got ",
+                 header.type_name());
+  ParsedFile file;
+  for (const auto& [name, value] : header.items()) {
+    if (name == kMetadataKey)
+      file.metadata = parse_metadata(value, origin);
+    else
+      file.entries.push_back(parse_entry(name, value, origin));
+  }
+  std::vector<const Entry*> layout;
+  for (const Entry& entry : file.entries)
+    layout.push_back(&entry);
+  check_layout(layout, available - length, origin);
+  file.data = bytes + kLengthBytes + length;
+  return file;
+}
+
+/// A whole file mapped into memory, copy-on-write, unmapped when the object dies.
+class FileMapping {
+ public:
+  explicit FileMapping(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    BB_CHECK_INPUT(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));  // as read_file
+    struct stat info {};
+    if (::fstat(fd, &info) != 0) {
+      const int error = errno;
+      ::close(fd);
+      throw InputError(cat("cannot read ", path, ": ", std::strerror(error)));
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd);
+      throw InputError(cat("cannot read ", path, ": not a regular file"));
+    }
+    size_ = static_cast<uint64_t>(info.st_size);
+    if (size_ > 0) {
+      void* mapped = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+      const int error = errno;
+      ::close(fd);
+      BB_CHECK_INPUT(mapped != MAP_FAILED, "cannot read ", path,
+                     ": mmap failed: ", std::strerror(error));
+      data_ = static_cast<const char*>(mapped);
+    } else {
+      ::close(fd);
+    }
+  }
+  ~FileMapping() {
+    if (data_ != nullptr)
+      ::munmap(const_cast<char*>(data_), size_);
+  }
+  FileMapping(const FileMapping&) = delete;
+  FileMapping& operator=(const FileMapping&) = delete;
+
+  const char* data() const { return data_ != nullptr ? data_ : ""; }
+  uint64_t size() const { return size_; }
+
+ private:
+  const char* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 }  // namespace
 
 const torch::Tensor* Safetensors::find(const std::string& name) const {
@@ -220,43 +309,30 @@ Safetensors read_safetensors(const std::string& path) {
 }
 
 Safetensors parse_safetensors(const std::string& bytes, const std::string& origin) {
-  BB_CHECK_INPUT(bytes.size() >= kLengthBytes, origin, ": not a safetensors file: ", bytes.size(),
-                 " bytes, fewer than the 8 of the header length (truncated?)");
-  uint64_t length = 0;
-  std::memcpy(&length, bytes.data(), kLengthBytes);
-  const uint64_t available = bytes.size() - kLengthBytes;
-  BB_CHECK_INPUT(length <= available, origin, ": header length ", length,
-                 " bytes runs past the end of the file (", available,
-                 " bytes follow the length; truncated or not safetensors?)");
-  nlohmann::ordered_json header;
-  try {
-    header = nlohmann::ordered_json::parse(
-        bytes.begin() + kLengthBytes,
-        bytes.begin() + static_cast<std::ptrdiff_t>(kLengthBytes + length));
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(cat(origin, ": header is not valid JSON: ", error.what()));
-  }
-  BB_CHECK_INPUT(header.is_object(), origin, ": header must be a JSON object, got ",
-                 header.type_name());
+  const ParsedFile parsed = parse_file(bytes.data(), bytes.size(), origin);
   Safetensors file;
-  std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
-    if (name == kMetadataKey)
-      file.metadata = parse_metadata(value, origin);
-    else
-      entries.push_back(parse_entry(name, value, origin));
-  }
-  std::vector<const Entry*> layout;
-  for (const Entry& entry : entries)
-    layout.push_back(&entry);
-  const uint64_t data_size = available - length;
-  check_layout(layout, data_size, origin);
-  const char* data = bytes.data() + kLengthBytes + length;
-  for (const Entry& entry : entries) {
+  file.metadata = parsed.metadata;
+  for (const Entry& entry : parsed.entries) {
     torch::Tensor tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(entry.dtype));
     if (entry.end > entry.begin)
-      std::memcpy(tensor.data_ptr(), data + entry.begin, entry.end - entry.begin);
+      std::memcpy(tensor.data_ptr(), parsed.data + entry.begin, entry.end - entry.begin);
     file.tensors.emplace_back(entry.name, tensor);
+  }
+  return file;
+}
+
+Safetensors map_safetensors(const std::string& path) {
+  const auto mapping = std::make_shared<FileMapping>(path);
+  const ParsedFile parsed = parse_file(mapping->data(), mapping->size(), path);
+  Safetensors file;
+  file.metadata = parsed.metadata;
+  for (const Entry& entry : parsed.entries) {
+    // Each tensor keeps the mapping alive; MAP_PRIVATE makes a write copy the page, never
+    // touching the file.
+    char* data = const_cast<char*>(parsed.data) + entry.begin;
+    file.tensors.emplace_back(entry.name, torch::from_blob(
+                                              data, entry.shape, [mapping](void*) {},
+                                              torch::TensorOptions().dtype(entry.dtype)));
   }
   return file;
 }

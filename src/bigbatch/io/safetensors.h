@@ -52,6 +52,12 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
 /// (see parse_safetensors).
 Safetensors read_safetensors(const std::string& path);
 
+/// Maps the safetensors file at `path` into memory instead of reading it: the tensors view the
+/// mapping (copy-on-write: writing one copies its pages and never changes the file), which the
+/// last of them unmaps; pages are read from disk when first touched. For large checkpoints that
+/// are converted or copied into a model once. Checks and errors as read_safetensors.
+Safetensors map_safetensors(const std::string& path);
+
 /// Parses the bytes of a safetensors file; `origin` (a path) starts every error message.
 /// Throws InputError when the bytes are fewer than the 8 of the header length; the header length
 /// runs past the end; the header is not valid JSON or not an object; an entry lacks a string

@@ -1,0 +1,58 @@
+#include "bigbatch/models/hf_load.h"
+
+#include <set>
+#include <utility>
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::models {
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+void load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
+                     const HfLoadOptions& options, const std::string& origin) {
+  std::vector<std::pair<torch::Tensor, const torch::Tensor*>> copies;  // (destination, source)
+  std::set<std::string> used;
+  std::string missing;
+  const auto place = [&](const std::string& name, const torch::Tensor& destination) {
+    auto found = weights.tensors.find(name);
+    const std::string& prefix = options.optional_prefix();
+    if (found == weights.tensors.end() && !prefix.empty() && name.rfind(prefix, 0) == 0)
+      found = weights.tensors.find(name.substr(prefix.size()));
+    if (found == weights.tensors.end()) {
+      missing += cat(missing.empty() ? "" : ", ", "\"", name, "\"");
+      return;
+    }
+    BB_CHECK_INPUT(found->second.sizes() == destination.sizes(), origin, ": tensor \"",
+                   found->first, "\" has shape ", found->second.sizes(), " but the model's \"",
+                   name, "\" has shape ", destination.sizes());
+    used.insert(found->first);
+    copies.emplace_back(destination, &found->second);
+  };
+  for (const auto& item : module.named_parameters())
+    place(item.key(), item.value());
+  for (const auto& item : module.named_buffers())
+    place(item.key(), item.value());
+  BB_CHECK_INPUT(missing.empty(), origin, ": the checkpoint lacks ", missing);
+  std::string unexpected;
+  for (const auto& [name, tensor] : weights.tensors) {
+    bool ignored = used.count(name) > 0;
+    for (const std::string& suffix : options.ignored_suffixes())
+      ignored = ignored || ends_with(name, suffix);
+    if (!ignored)
+      unexpected += cat(unexpected.empty() ? "" : ", ", "\"", name, "\"");
+  }
+  BB_CHECK_INPUT(unexpected.empty(), origin, ": the model has no place for the checkpoint's ",
+                 unexpected);
+  torch::NoGradGuard no_grad;
+  for (auto& [destination, source] : copies)
+    destination.copy_(*source);
+}
+
+}  // namespace bigbatch::models

@@ -1,0 +1,32 @@
+// Copying a Hugging Face checkpoint's tensors into a module whose parameters carry the
+// checkpoint's names.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "bigbatch/io/hf_weights.h"
+
+namespace bigbatch::models {
+
+/// How a checkpoint's names may differ from the module's.
+struct HfLoadOptions {
+  /// A prefix of the module's names that a checkpoint may lack: "transformer." for a GPT-2 saved
+  /// as GPT2Model rather than GPT2LMHeadModel.
+  TORCH_ARG(std::string, optional_prefix) = "";
+  /// Checkpoint tensors that are no parameters, by the end of their name (GPT-2's ".attn.bias"
+  /// and ".attn.masked_bias" buffers of older checkpoints): skipped.
+  TORCH_ARG(std::vector<std::string>, ignored_suffixes) = {};
+};
+
+/// Copies every parameter and buffer of `module` from `weights` (converted to the parameter's
+/// dtype and device), without recording gradients. Throws InputError, naming `origin` (the model
+/// directory), for a tensor the module needs that the checkpoint lacks, one of another shape
+/// (both shapes named), and the checkpoint's tensors that the module has no place for (all of
+/// them named). Nothing is copied unless every check passes.
+void load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
+                     const HfLoadOptions& options, const std::string& origin);
+
+}  // namespace bigbatch::models

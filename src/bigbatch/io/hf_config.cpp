@@ -75,6 +75,11 @@ std::string HfConfig::get_string(const std::string& key, const std::string& fall
   return value->get<std::string>();
 }
 
+nlohmann::json HfConfig::get_json(const std::string& key) {
+  const nlohmann::json* value = find(key);
+  return value == nullptr ? nlohmann::json(nullptr) : *value;
+}
+
 bool HfConfig::has(const std::string& key) {
   return find(key) != nullptr;
 }

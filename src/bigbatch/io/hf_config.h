@@ -35,6 +35,8 @@ class HfConfig {
   double get_double(const std::string& key, double fallback);
   bool get_bool(const std::string& key, bool fallback);
   std::string get_string(const std::string& key, const std::string& fallback);
+  /// The JSON value at `key` as it is (marks it read), or null when absent.
+  nlohmann::json get_json(const std::string& key);
   /// Whether `key` is present and not null (marks it read).
   bool has(const std::string& key);
   /// Requires `key` to be absent, null or `supported`; otherwise throws InputError naming the key,

@@ -1,0 +1,283 @@
+#include "bigbatch/models/hf_llama.h"
+
+#include <cmath>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/io/hf_weights.h"
+#include "bigbatch/models/hf_load.h"
+#include "bigbatch/models/transformer_parts.h"
+#include "bigbatch/nn/bf16_matmul.h"
+
+namespace bigbatch::models {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+/// Reads RoPE's settings from `rope` (rope_parameters, or the older rope_scaling with rope_theta
+/// beside it), refusing keys and types bigbatch does not implement.
+void read_rope(const nlohmann::json& rope, const std::string& where, HfLlamaConfig& config) {
+  if (rope.is_null())
+    return;
+  BB_CHECK_INPUT(rope.is_object(), where, " must be an object, got ", rope.dump());
+  std::string type = "default";
+  for (const auto& [key, value] : rope.items()) {
+    const auto number = [&] {
+      BB_CHECK_INPUT(value.is_number(), where, ".", key, " must be a number, got ", value.dump());
+      return value.get<double>();
+    };
+    if (key == "rope_type" || key == "type") {
+      BB_CHECK_INPUT(value.is_string(), where, ".", key, " must be a string, got ", value.dump());
+      type = value.get<std::string>();
+    } else if (key == "rope_theta") {
+      config.rope_theta(number());
+    } else if (key == "factor") {
+      config.rope_factor(number());
+    } else if (key == "low_freq_factor") {
+      config.rope_low_freq_factor(number());
+    } else if (key == "high_freq_factor") {
+      config.rope_high_freq_factor(number());
+    } else if (key == "original_max_position_embeddings") {
+      config.rope_original_max_positions(static_cast<int64_t>(number()));
+    } else if (key == "partial_rotary_factor") {
+      BB_CHECK_INPUT(number() == 1.0, where, ": unsupported partial_rotary_factor ", value.dump(),
+                     " (bigbatch supports only 1.0)");
+    } else {
+      throw InputError(cat(where, ": unsupported RoPE field \"", key, "\" = ", value.dump()));
+    }
+  }
+  if (type == "linear")
+    config.rope_scaling(RopeScaling::kLinear);
+  else if (type == "llama3")
+    config.rope_scaling(RopeScaling::kLlama3);
+  else
+    BB_CHECK_INPUT(type == "default", where, ": unsupported RoPE type \"", type,
+                   "\" (bigbatch supports \"default\", \"linear\" and \"llama3\")");
+}
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+/// The two halves of the last dimension swapped, the first negated: (-x2, x1).
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const auto halves = x.chunk(2, /*dim=*/-1);
+  return torch::cat({-halves[1], halves[0]}, /*dim=*/-1);
+}
+
+}  // namespace
+
+HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
+  HfLlamaConfig config;
+  config.model_type(c.get_string("model_type", ""));
+  const std::string& type = config.model_type();
+  BB_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2", c.origin(),
+                 ": model_type \"", type,
+                 "\" is not one of the Llama family bigbatch implements "
+                 "(\"llama\", \"mistral\", \"qwen2\")");
+  config.vocab_size(c.get_int("vocab_size"))
+      .hidden_size(c.get_int("hidden_size"))
+      .intermediate_size(c.get_int("intermediate_size"))
+      .num_hidden_layers(c.get_int("num_hidden_layers"))
+      .num_attention_heads(c.get_int("num_attention_heads"))
+      .max_position_embeddings(c.get_int("max_position_embeddings"))
+      .rms_norm_eps(c.get_double("rms_norm_eps", config.rms_norm_eps()))
+      .attention_dropout(c.get_double("attention_dropout", 0.0))
+      .mlp_bias(c.get_bool("mlp_bias", false))
+      .tie_word_embeddings(c.get_bool("tie_word_embeddings", false));
+  BB_CHECK_INPUT(config.num_attention_heads() > 0 && config.hidden_size() > 0, c.origin(),
+                 ": hidden_size and num_attention_heads must be positive");
+  config.num_key_value_heads(c.get_int("num_key_value_heads", config.num_attention_heads()))
+      .head_dim(c.get_int("head_dim", config.hidden_size() / config.num_attention_heads()));
+  if (type == "qwen2") {
+    config.qkv_bias(true);
+    c.require("use_sliding_window", false);
+    c.ignore({"sliding_window", "max_window_layers"});  // read only with use_sliding_window
+    const nlohmann::json layer_types = c.get_json("layer_types");
+    for (const auto& layer_type : layer_types) {
+      BB_CHECK_INPUT(layer_type == "full_attention", c.origin(), ": unsupported layer_types ",
+                     layer_types.dump(), " (bigbatch supports only \"full_attention\")");
+    }
+  } else {
+    const bool bias = c.get_bool("attention_bias", false);
+    config.qkv_bias(bias).o_bias(bias);
+    c.require("sliding_window", nullptr);
+  }
+  c.require("hidden_act", "silu");
+  c.require("pretraining_tp", 1);
+  config.rope_theta(c.get_double("rope_theta", config.rope_theta()));
+  read_rope(c.get_json("rope_scaling"), c.origin() + ": rope_scaling", config);
+  read_rope(c.get_json("rope_parameters"), c.origin() + ": rope_parameters", config);
+  c.ignore({"architectures", "transformers_version", "dtype", "torch_dtype", "bos_token_id",
+            "eos_token_id", "pad_token_id", "initializer_range", "use_cache", "_name_or_path"});
+  c.finish(cat("the Llama family (", type, ")"));
+  BB_CHECK_INPUT(config.num_key_value_heads() > 0 &&
+                     config.num_attention_heads() % config.num_key_value_heads() == 0,
+                 c.origin(), ": num_key_value_heads = ", config.num_key_value_heads(),
+                 " must divide num_attention_heads = ", config.num_attention_heads());
+  BB_CHECK_INPUT(config.head_dim() > 0 && config.head_dim() % 2 == 0, c.origin(),
+                 ": head_dim = ", config.head_dim(), " must be positive and even (RoPE)");
+  return config;
+}
+
+RmsNormImpl::RmsNormImpl(int64_t width, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({width}));
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor x32 = x.to(torch::kFloat);  // (..., width)
+  const torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return weight * normed.to(x.scalar_type());
+}
+
+torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config) {
+  const int64_t dim = config.head_dim();
+  const torch::Tensor exponents = torch::arange(0, dim, 2, torch::kFloat) / double(dim);
+  torch::Tensor inv_freq = 1.0 / torch::pow(config.rope_theta(), exponents);  // (dim / 2)
+  if (config.rope_scaling() == RopeScaling::kLinear)
+    return inv_freq / config.rope_factor();
+  if (config.rope_scaling() != RopeScaling::kLlama3)
+    return inv_freq;
+  // transformers' _compute_llama3_parameters, step by step in float32.
+  const double factor = config.rope_factor();
+  const double low = config.rope_low_freq_factor();
+  const double high = config.rope_high_freq_factor();
+  const double old_context = double(config.rope_original_max_positions());
+  const double low_freq_wavelen = old_context / low;
+  const double high_freq_wavelen = old_context / high;
+  const torch::Tensor wavelen = 2 * kPi / inv_freq;
+  torch::Tensor scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq);
+  const torch::Tensor smooth = (old_context / wavelen - low) / (high - low);
+  const torch::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+  const torch::Tensor medium = (wavelen < high_freq_wavelen)
+                                   .logical_not()
+                                   .logical_and((wavelen > low_freq_wavelen).logical_not());
+  return torch::where(medium, smoothed, scaled);
+}
+
+HfLlamaAttentionImpl::HfLlamaAttentionImpl(const HfLlamaConfig& config) : config_(config) {
+  const int64_t hidden = config.hidden_size();
+  const int64_t d = config.head_dim();
+  q_proj = register_module("q_proj",
+                           linear(hidden, config.num_attention_heads() * d, config.qkv_bias()));
+  k_proj = register_module("k_proj",
+                           linear(hidden, config.num_key_value_heads() * d, config.qkv_bias()));
+  v_proj = register_module("v_proj",
+                           linear(hidden, config.num_key_value_heads() * d, config.qkv_bias()));
+  o_proj =
+      register_module("o_proj", linear(config.num_attention_heads() * d, hidden, config.o_bias()));
+}
+
+torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                            const torch::Tensor& sin,
+                                            const nn::AttentionMask& mask) {
+  const int64_t batch = x.size(0);
+  const int64_t time = x.size(1);
+  const int64_t heads = config_.num_attention_heads();
+  const int64_t kv_heads = config_.num_key_value_heads();
+  const int64_t d = config_.head_dim();
+  const auto split = [&](const torch::Tensor& t, int64_t n) {  // (B, T, n*D) -> (B, n, T, D)
+    return t.view({batch, time, n, d}).transpose(1, 2);
+  };
+  const auto rope = [&](const torch::Tensor& t) { return t * cos + rotate_half(t) * sin; };
+  const torch::Tensor q = rope(split(nn::linear(q_proj, x), heads));  // (B, H, T, D)
+  torch::Tensor k = rope(split(nn::linear(k_proj, x), kv_heads));     // (B, KV, T, D)
+  torch::Tensor v = split(nn::linear(v_proj, x), kv_heads);           // (B, KV, T, D)
+  if (kv_heads != heads) {  // repeat_kv: each key/value head serves heads / kv_heads queries
+    const auto repeat = [&](const torch::Tensor& t) {
+      return t.unsqueeze(2)
+          .expand({batch, kv_heads, heads / kv_heads, time, d})
+          .reshape({batch, heads, time, d});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  const torch::Tensor y =
+      nn::scaled_dot_product_attention(q, k, v, mask, config_.attention_dropout(),
+                                       is_training());  // (B, H, T, D)
+  return nn::linear(o_proj, y.transpose(1, 2).reshape({batch, time, heads * d}));
+}
+
+HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) {
+  const int64_t hidden = config.hidden_size();
+  const int64_t inner = config.intermediate_size();
+  gate_proj = register_module("gate_proj", linear(hidden, inner, config.mlp_bias()));
+  up_proj = register_module("up_proj", linear(hidden, inner, config.mlp_bias()));
+  down_proj = register_module("down_proj", linear(inner, hidden, config.mlp_bias()));
+}
+
+torch::Tensor HfLlamaMlpImpl::forward(const torch::Tensor& x) {
+  return nn::linear(down_proj,
+                    torch::silu(nn::linear(gate_proj, x)) * nn::linear(up_proj, x));  // (B, T, C)
+}
+
+HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config) {
+  self_attn = register_module("self_attn", HfLlamaAttention(config));
+  mlp = register_module("mlp", HfLlamaMlp(config));
+  input_layernorm =
+      register_module("input_layernorm", RmsNorm(config.hidden_size(), config.rms_norm_eps()));
+  post_attention_layernorm = register_module("post_attention_layernorm",
+                                             RmsNorm(config.hidden_size(), config.rms_norm_eps()));
+}
+
+torch::Tensor HfLlamaLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                        const torch::Tensor& sin, const nn::AttentionMask& mask) {
+  const torch::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask);
+  return h + mlp->forward(post_attention_layernorm->forward(h));  // (B, T, C)
+}
+
+HfLlamaImpl::HfLlamaImpl(const HfLlamaConfig& config) : config_(config) {
+  model = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_tokens = model->register_module(
+      "embed_tokens", torch::nn::Embedding(config.vocab_size(), config.hidden_size()));
+  layers = model->register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
+    layers->push_back(HfLlamaLayer(config));
+  norm = model->register_module("norm", RmsNorm(config.hidden_size(), config.rms_norm_eps()));
+  if (!config.tie_word_embeddings()) {
+    auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
+    lm_head_weight = head->register_parameter(
+        "weight", torch::empty({config.vocab_size(), config.hidden_size()}));
+    torch::nn::init::normal_(lm_head_weight, 0.0, 0.02);
+  }
+}
+
+torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids,
+                                   const torch::Tensor& attention_mask) {
+  BB_CHECK_INPUT(input_ids.dim() == 2 && input_ids.scalar_type() == torch::kLong,
+                 config_.model_type(), " expects int64 input_ids of shape (B, T), got ",
+                 input_ids.scalar_type(), " ", input_ids.sizes());
+  const int64_t time = input_ids.size(1);
+  BB_CHECK_INPUT(time >= 1 && time <= config_.max_position_embeddings(), config_.model_type(),
+                 " input length T = ", time,
+                 " is outside [1, max_position_embeddings = ", config_.max_position_embeddings(),
+                 "]");
+  torch::Tensor x = embed_tokens->forward(input_ids);  // (B, T, C)
+  // cos and sin in float32, as transformers computes them, then in the activations' dtype.
+  const torch::Tensor positions =
+      torch::arange(time, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));
+  const torch::Tensor freqs =
+      positions.unsqueeze(1) * rope_inverse_frequencies(config_).to(x.device()).unsqueeze(0);
+  const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);  // (T, D)
+  const torch::Tensor cos = angles.cos().to(x.scalar_type());
+  const torch::Tensor sin = angles.sin().to(x.scalar_type());
+  nn::AttentionMask mask{/*causal=*/true, {}};
+  if (attention_mask.defined()) {
+    BB_CHECK_INPUT(attention_mask.sizes() == input_ids.sizes(), config_.model_type(),
+                   "'s attention_mask must have the shape of input_ids ", input_ids.sizes(),
+                   ", got ", attention_mask.sizes());
+    mask.padding = attention_mask.eq(0);  // (B, T), true at padding
+  }
+  for (const auto& layer : *layers)
+    x = layer->as<HfLlamaLayer>()->forward(x, cos, sin, mask);  // (B, T, C)
+  x = norm->forward(x);
+  return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : embed_tokens->weight);
+}
+
+HfLlama load_hf_llama(const std::string& directory) {
+  io::HfConfig config = io::HfConfig::read(directory);
+  HfLlama model(read_hf_llama_config(config));
+  load_hf_weights(*model, io::read_hf_weights(directory), HfLoadOptions(), directory);
+  return model;
+}
+
+}  // namespace bigbatch::models

@@ -1,0 +1,138 @@
+// The Llama family as Hugging Face's transformers defines it (LlamaForCausalLM, and Mistral
+// without a sliding window, Qwen2 with its q/k/v biases), with the checkpoint's own names.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+#include "bigbatch/io/hf_config.h"
+#include "bigbatch/nn/attention.h"
+
+namespace bigbatch::models {
+
+/// How RoPE's frequencies are scaled (config.json's rope_parameters or rope_scaling).
+enum class RopeScaling {
+  kNone,    ///< rope_type "default"
+  kLinear,  ///< "linear": every frequency divided by factor
+  kLlama3,  ///< "llama3": low frequencies divided by factor, a smooth band between
+};
+
+/// The fields of a Llama-family config.json that bigbatch implements (docs/PRETRAINED.md).
+struct HfLlamaConfig {
+  TORCH_ARG(std::string, model_type) = "llama";  ///< llama, mistral or qwen2
+  TORCH_ARG(int64_t, vocab_size) = 32000;
+  TORCH_ARG(int64_t, hidden_size) = 4096;
+  TORCH_ARG(int64_t, intermediate_size) = 11008;
+  TORCH_ARG(int64_t, num_hidden_layers) = 32;
+  TORCH_ARG(int64_t, num_attention_heads) = 32;
+  TORCH_ARG(int64_t, num_key_value_heads) = 32;  ///< grouped-query attention when fewer
+  TORCH_ARG(int64_t, head_dim) = 128;
+  TORCH_ARG(int64_t, max_position_embeddings) = 4096;
+  TORCH_ARG(double, rms_norm_eps) = 1e-6;
+  TORCH_ARG(double, rope_theta) = 10000.0;
+  TORCH_ARG(RopeScaling, rope_scaling) = RopeScaling::kNone;
+  TORCH_ARG(double, rope_factor) = 1.0;
+  TORCH_ARG(double, rope_low_freq_factor) = 1.0;           ///< llama3
+  TORCH_ARG(double, rope_high_freq_factor) = 4.0;          ///< llama3
+  TORCH_ARG(int64_t, rope_original_max_positions) = 8192;  ///< llama3
+  TORCH_ARG(bool, qkv_bias) = false;  ///< biases on q_proj, k_proj, v_proj (Qwen2: always)
+  TORCH_ARG(bool, o_bias) = false;    ///< a bias on o_proj (Llama's attention_bias)
+  TORCH_ARG(bool, mlp_bias) = false;
+  TORCH_ARG(double, attention_dropout) = 0.0;
+  TORCH_ARG(bool, tie_word_embeddings) = false;
+};
+
+/// Reads a config of model_type llama, mistral or qwen2. Refuses, naming them, what bigbatch does
+/// not implement (an activation other than silu, a sliding window, RoPE types other than
+/// default, linear and llama3, partial rotary embeddings, pretraining_tp > 1) and unknown fields.
+HfLlamaConfig read_hf_llama_config(io::HfConfig& config);
+
+/// RMSNorm as LlamaRMSNorm computes it: in float32, x * rsqrt(mean(x^2) + eps), cast back to the
+/// input's dtype, then times `weight`.
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(int64_t width, double eps);
+  /// x (..., width) -> (..., width)
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+/// Module holder for RmsNormImpl.
+TORCH_MODULE(RmsNorm);
+
+/// RoPE's inverse frequencies (head_dim / 2, float32), computed as transformers computes them.
+torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config);
+
+/// LlamaAttention: q_proj, k_proj, v_proj -> RoPE on q and k -> keys and values repeated per
+/// group -> attention -> o_proj.
+class HfLlamaAttentionImpl : public torch::nn::Module {
+ public:
+  explicit HfLlamaAttentionImpl(const HfLlamaConfig& config);
+  /// x (B, T, hidden), cos and sin (T, head_dim), the mask over the T keys -> (B, T, hidden)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const nn::AttentionMask& mask);
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  HfLlamaConfig config_;
+};
+/// Module holder for HfLlamaAttentionImpl.
+TORCH_MODULE(HfLlamaAttention);
+
+/// LlamaMLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+class HfLlamaMlpImpl : public torch::nn::Module {
+ public:
+  explicit HfLlamaMlpImpl(const HfLlamaConfig& config);
+  /// x (B, T, hidden) -> (B, T, hidden)
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+/// Module holder for HfLlamaMlpImpl.
+TORCH_MODULE(HfLlamaMlp);
+
+/// LlamaDecoderLayer: x + self_attn(input_layernorm(x)), then + mlp(post_attention_layernorm(.)).
+class HfLlamaLayerImpl : public torch::nn::Module {
+ public:
+  explicit HfLlamaLayerImpl(const HfLlamaConfig& config);
+  /// x (B, T, hidden), cos and sin (T, head_dim), the mask -> (B, T, hidden)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const nn::AttentionMask& mask);
+  RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  HfLlamaAttention self_attn{nullptr};
+  HfLlamaMlp mlp{nullptr};
+};
+/// Module holder for HfLlamaLayerImpl.
+TORCH_MODULE(HfLlamaLayer);
+
+/// LlamaForCausalLM: `model` (`embed_tokens`, `layers.N`, `norm`) and, unless the embeddings are
+/// tied, `lm_head`. Parameter names are the checkpoint's (model.layers.0.self_attn.q_proj.weight).
+class HfLlamaImpl : public torch::nn::Module {
+ public:
+  explicit HfLlamaImpl(const HfLlamaConfig& config);
+  /// input_ids (B, T) int64, T <= max_position_embeddings; attention_mask (B, T), 1 at real
+  /// tokens and 0 at right padding, or undefined -> logits (B, T, vocab_size)
+  torch::Tensor forward(const torch::Tensor& input_ids,
+                        const torch::Tensor& attention_mask = torch::Tensor());
+  const HfLlamaConfig& config() const { return config_; }
+
+  std::shared_ptr<torch::nn::Module> model;  ///< LlamaModel: embed_tokens, layers, norm
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RmsNorm norm{nullptr};
+  torch::Tensor lm_head_weight;  ///< undefined when tied to embed_tokens
+
+ private:
+  HfLlamaConfig config_;
+};
+/// Module holder for HfLlamaImpl.
+TORCH_MODULE(HfLlama);
+
+/// The Llama-family model of the model directory `directory`, in float32, with its weights.
+/// Throws InputError naming the directory and what is wrong with it.
+HfLlama load_hf_llama(const std::string& directory);
+
+}  // namespace bigbatch::models

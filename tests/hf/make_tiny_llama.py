@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Tiny random Llama-family models in Hugging Face's layout, and golden values from transformers
+for bigbatch's models::HfLlama tests.
+
+Writes tests/hf/tiny-llama/ (LlamaForCausalLM: grouped-query attention 4/2, rope_theta 500000
+with llama3 RoPE scaling, untied head) and tests/hf/tiny-qwen2/ (Qwen2ForCausalLM: q/k/v biases,
+tied embeddings), each with <name>-golden.json: two rows of token ids, transformers' logits
+(eager attention, float32, eval mode) and its loss with labels=ids. Run with the wheel's Python
+after installing transformers into it:
+
+    ~/.cache/bigbatch/torch-2.15.0/bin/pip install transformers
+    ~/.cache/bigbatch/torch-2.15.0/bin/python tests/hf/make_tiny_llama.py
+"""
+import json
+import os
+
+import torch
+import transformers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZES = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+
+
+def make(name, model_class, config):
+    torch.manual_seed(30)
+    model = model_class(config).eval()
+    with torch.no_grad():  # norms and biases away from their 1 and 0 initialisation
+        for key, p in model.named_parameters():
+            if key.endswith("bias") or "norm" in key:
+                p.add_(torch.randn_like(p) * 0.1)
+    directory = os.path.join(HERE, name)
+    model.save_pretrained(directory)
+    ids = torch.randint(0, config.vocab_size, (2, 40))  # past original_max_position_embeddings
+    loaded = model_class.from_pretrained(directory, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = loaded(input_ids=ids, labels=ids)
+    golden = {"transformers": transformers.__version__, "torch": torch.__version__,
+              "input_ids": ids.tolist(), "logits_shape": list(out.logits.shape),
+              "logits_eager": out.logits.flatten().tolist(), "loss_eager": out.loss.item()}
+    with open(os.path.join(HERE, f"{name}-golden.json"), "w") as f:
+        json.dump(golden, f)
+    print(f"wrote {directory} and {name}-golden.json; loss {golden['loss_eager']:.6f}")
+
+
+def main():
+    make("tiny-llama", transformers.LlamaForCausalLM, transformers.LlamaConfig(
+        **SIZES, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 16}))
+    make("tiny-qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config(
+        **SIZES, tie_word_embeddings=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+// models::HfLlama against Hugging Face transformers: logits and loss of the tiny random Llama
+// (grouped-query attention, llama3 RoPE scaling, untied head) and Qwen2 (q/k/v biases, tied
+// embeddings) that tests/hf/make_tiny_llama.py made, and every unsupported config named.
+#include "bigbatch/models/hf_llama.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace bigbatch::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string hf_dir(const std::string& name) {
+  return std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/" + name;
+}
+
+/// Loads `name`, runs its golden ids and checks logits and loss against transformers'.
+void expect_transformers_logits(const std::string& name) {
+  const nlohmann::json g = nlohmann::json::parse(testing::read_file(hf_dir(name + "-golden.json")));
+  HfLlama model = load_hf_llama(hf_dir(name));
+  model->eval();
+  std::vector<int64_t> flat;
+  for (const auto& row : g["input_ids"])
+    for (int64_t id : row.get<std::vector<int64_t>>())
+      flat.push_back(id);
+  const torch::Tensor ids =
+      torch::tensor(flat, torch::kLong).view({int64_t(g["input_ids"].size()), -1});
+  const torch::Tensor expected =
+      torch::tensor(g["logits_eager"].get<std::vector<double>>(), torch::kFloat)
+          .view(g["logits_shape"].get<std::vector<int64_t>>());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(ids);  // (B, T, V)
+  EXPECT_LE((logits - expected).abs().max().item<double>(), 1e-5) << name;
+  EXPECT_GT(expected.abs().max().item<double>(), 0.1) << name;
+  const torch::Tensor loss = torch::cross_entropy_loss(
+      logits.slice(1, 0, -1).reshape({-1, logits.size(2)}), ids.slice(1, 1).reshape({-1}));
+  EXPECT_NEAR(loss.item<double>(), g["loss_eager"].get<double>(), 1e-6) << name;
+  if (nn::fused_attention_available()) {
+    nn::set_attention_kernel(nn::AttentionKernel::kFused, "test");
+    const torch::Tensor fused = model->forward(ids);
+    nn::set_attention_kernel(nn::AttentionKernel::kAuto, "test");
+    EXPECT_LE((fused - expected).abs().max().item<double>(), 1e-5) << name;
+  }
+}
+
+TEST(HfLlama, LlamaWithGqaAndLlama3RopeGivesTransformersLogits) {
+  expect_transformers_logits("tiny-llama");
+}
+
+TEST(HfLlama, Qwen2WithBiasesAndTiedEmbeddingsGivesTransformersLogits) {
+  expect_transformers_logits("tiny-qwen2");
+}
+
+TEST(HfLlama, TheModelsAreWhatTheirConfigsSay) {
+  HfLlama llama = load_hf_llama(hf_dir("tiny-llama"));
+  EXPECT_EQ(llama->config().rope_scaling(), RopeScaling::kLlama3);
+  EXPECT_EQ(llama->config().num_key_value_heads(), 2);
+  EXPECT_TRUE(llama->lm_head_weight.defined());
+  HfLlama qwen = load_hf_llama(hf_dir("tiny-qwen2"));
+  EXPECT_FALSE(qwen->lm_head_weight.defined());
+  EXPECT_TRUE(qwen->layers[0]->as<HfLlamaLayer>()->self_attn->q_proj->bias.defined());
+  EXPECT_FALSE(qwen->layers[0]->as<HfLlamaLayer>()->self_attn->o_proj->bias.defined());
+}
+
+/// A copy of the tiny Llama's config.json, edited, read by read_hf_llama_config.
+std::string config_error(const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json config =
+      nlohmann::json::parse(testing::read_file(hf_dir("tiny-llama") + "/config.json"));
+  edit(config);
+  io::HfConfig reader(config, "config.json");
+  return testing::input_error_of([&] { read_hf_llama_config(reader); });
+}
+
+TEST(HfLlamaConfig, UnsupportedSettingsAreNamed) {
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["hidden_act"] = "gelu"; }),
+            "config.json: unsupported \"hidden_act\": \"gelu\" (bigbatch supports only \"silu\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) {
+              c["model_type"] = "mistral";
+              c["sliding_window"] = 4096;
+            }),
+            "config.json: unsupported \"sliding_window\": 4096 (bigbatch supports only null)");
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["rope_parameters"]["rope_type"] = "yarn"; }),
+            "config.json: rope_parameters: unsupported RoPE type \"yarn\" (bigbatch supports "
+            "\"default\", \"linear\" and \"llama3\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["rope_parameters"]["beta_fast"] = 32; }),
+            "config.json: rope_parameters: unsupported RoPE field \"beta_fast\" = 32");
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["model_type"] = "gemma"; }),
+            "config.json: model_type \"gemma\" is not one of the Llama family bigbatch "
+            "implements (\"llama\", \"mistral\", \"qwen2\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["num_key_value_heads"] = 3; }),
+            "config.json: num_key_value_heads = 3 must divide num_attention_heads = 4");
+  EXPECT_NE(config_error([](nlohmann::json& c) {
+              c["qk_norm"] = true;
+            }).find("unsupported field(s) for the Llama family (llama): \"qk_norm\" = true"),
+            std::string::npos);
+}
+
+TEST(HfLlamaConfig, OlderConfigsWithRopeThetaAndRopeScalingRead) {
+  nlohmann::json config =
+      nlohmann::json::parse(testing::read_file(hf_dir("tiny-llama") + "/config.json"));
+  config.erase("rope_parameters");
+  config["rope_theta"] = 500000.0;
+  config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  io::HfConfig reader(config, "config.json");
+  const HfLlamaConfig read = read_hf_llama_config(reader);
+  EXPECT_EQ(read.rope_theta(), 500000.0);
+  EXPECT_EQ(read.rope_scaling(), RopeScaling::kLinear);
+  HfLlamaConfig unscaled = read;
+  unscaled.rope_scaling(RopeScaling::kNone);
+  EXPECT_TRUE(
+      torch::allclose(rope_inverse_frequencies(read) * 2.0, rope_inverse_frequencies(unscaled)));
+}
+
+}  // namespace
+}  // namespace bigbatch::models

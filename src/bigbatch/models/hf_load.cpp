@@ -15,10 +15,11 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 
 }  // namespace
 
-void load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
-                     const HfLoadOptions& options, const std::string& origin) {
+std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
+                                         const HfLoadOptions& options, const std::string& origin) {
   std::vector<std::pair<torch::Tensor, const torch::Tensor*>> copies;  // (destination, source)
   std::set<std::string> used;
+  std::vector<std::string> fresh;
   std::string missing;
   const auto place = [&](const std::string& name, const torch::Tensor& destination) {
     auto found = weights.tensors.find(name);
@@ -26,7 +27,13 @@ void load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
     if (found == weights.tensors.end() && !prefix.empty() && name.rfind(prefix, 0) == 0)
       found = weights.tensors.find(name.substr(prefix.size()));
     if (found == weights.tensors.end()) {
-      missing += cat(missing.empty() ? "" : ", ", "\"", name, "\"");
+      bool may_be_fresh = false;
+      for (const std::string& fresh_prefix : options.fresh_prefixes())
+        may_be_fresh = may_be_fresh || name.rfind(fresh_prefix, 0) == 0;
+      if (may_be_fresh)
+        fresh.push_back(name);
+      else
+        missing += cat(missing.empty() ? "" : ", ", "\"", name, "\"");
       return;
     }
     BB_CHECK_INPUT(found->second.sizes() == destination.sizes(), origin, ": tensor \"",
@@ -53,6 +60,7 @@ void load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
   torch::NoGradGuard no_grad;
   for (auto& [destination, source] : copies)
     destination.copy_(*source);
+  return fresh;
 }
 
 }  // namespace bigbatch::models

@@ -19,14 +19,18 @@ struct HfLoadOptions {
   /// Checkpoint tensors that are no parameters, by the end of their name (GPT-2's ".attn.bias"
   /// and ".attn.masked_bias" buffers of older checkpoints): skipped.
   TORCH_ARG(std::vector<std::string>, ignored_suffixes) = {};
+  /// Module names under these prefixes may be absent from the checkpoint and keep their fresh
+  /// initialisation (a classifier head a pretrained encoder never had).
+  TORCH_ARG(std::vector<std::string>, fresh_prefixes) = {};
 };
 
 /// Copies every parameter and buffer of `module` from `weights` (converted to the parameter's
 /// dtype and device), without recording gradients. Throws InputError, naming `origin` (the model
 /// directory), for a tensor the module needs that the checkpoint lacks, one of another shape
 /// (both shapes named), and the checkpoint's tensors that the module has no place for (all of
-/// them named). Nothing is copied unless every check passes.
-void load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
-                     const HfLoadOptions& options, const std::string& origin);
+/// them named). Nothing is copied unless every check passes. Returns the names of the module's
+/// tensors left as initialised (under options.fresh_prefixes and absent from the checkpoint).
+std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
+                                         const HfLoadOptions& options, const std::string& origin);
 
 }  // namespace bigbatch::models

@@ -1,0 +1,181 @@
+#include "bigbatch/models/hf_bert.h"
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/io/hf_weights.h"
+#include "bigbatch/models/hf_load.h"
+#include "bigbatch/models/transformer_parts.h"
+#include "bigbatch/nn/bf16_matmul.h"
+
+namespace bigbatch::models {
+namespace {
+
+torch::nn::LayerNorm layer_norm(const HfBertConfig& config) {
+  return torch::nn::LayerNorm(
+      torch::nn::LayerNormOptions({config.hidden_size()}).eps(config.layer_norm_eps()));
+}
+
+/// An empty module that only names the level of a parameter path ("attention", "output").
+std::shared_ptr<torch::nn::Module> level(torch::nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
+}  // namespace
+
+HfBertConfig read_hf_bert_config(io::HfConfig& c) {
+  const std::string model_type = c.get_string("model_type", "bert");
+  BB_CHECK_INPUT(model_type == "bert", c.origin(), ": model_type \"", model_type,
+                 "\" is not \"bert\"");
+  HfBertConfig config;
+  config.vocab_size(c.get_int("vocab_size"))
+      .hidden_size(c.get_int("hidden_size"))
+      .num_hidden_layers(c.get_int("num_hidden_layers"))
+      .num_attention_heads(c.get_int("num_attention_heads"))
+      .intermediate_size(c.get_int("intermediate_size"))
+      .max_position_embeddings(c.get_int("max_position_embeddings"))
+      .type_vocab_size(c.get_int("type_vocab_size", 2))
+      .layer_norm_eps(c.get_double("layer_norm_eps", config.layer_norm_eps()))
+      .hidden_dropout_prob(c.get_double("hidden_dropout_prob", config.hidden_dropout_prob()))
+      .attention_probs_dropout_prob(
+          c.get_double("attention_probs_dropout_prob", config.attention_probs_dropout_prob()))
+      .initializer_range(c.get_double("initializer_range", config.initializer_range()));
+  config.classifier_dropout(c.get_double("classifier_dropout", config.hidden_dropout_prob()));
+  const nlohmann::json id2label = c.get_json("id2label");
+  if (id2label.is_object() && !id2label.empty())
+    config.num_labels(static_cast<int64_t>(id2label.size()));
+  c.require("hidden_act", "gelu");
+  c.require("position_embedding_type", "absolute");
+  c.require("is_decoder", false);
+  c.require("add_cross_attention", false);
+  c.require("problem_type", "single_label_classification");
+  // Names, token ids, label names and training switches: none changes what is computed.
+  c.ignore({"architectures", "transformers_version", "dtype", "torch_dtype", "_name_or_path",
+            "pad_token_id", "bos_token_id", "eos_token_id", "use_cache", "gradient_checkpointing",
+            "label2id", "tie_word_embeddings", "classifier_activation"});
+  c.finish("BERT (BertForSequenceClassification)");
+  BB_CHECK_INPUT(
+      config.num_attention_heads() > 0 && config.hidden_size() % config.num_attention_heads() == 0,
+      c.origin(), ": hidden_size = ", config.hidden_size(),
+      " is not divisible by num_attention_heads = ", config.num_attention_heads());
+  return config;
+}
+
+HfBertLayerImpl::HfBertLayerImpl(const HfBertConfig& config) : config_(config) {
+  const int64_t hidden = config.hidden_size();
+  auto attention = level(*this, "attention");
+  auto self = level(*attention, "self");
+  query = self->register_module("query", torch::nn::Linear(hidden, hidden));
+  key = self->register_module("key", torch::nn::Linear(hidden, hidden));
+  value = self->register_module("value", torch::nn::Linear(hidden, hidden));
+  auto attention_output = level(*attention, "output");
+  attention_dense = attention_output->register_module("dense", torch::nn::Linear(hidden, hidden));
+  attention_norm = attention_output->register_module("LayerNorm", layer_norm(config));
+  intermediate_dense =
+      level(*this, "intermediate")
+          ->register_module("dense", torch::nn::Linear(hidden, config.intermediate_size()));
+  auto output = level(*this, "output");
+  output_dense =
+      output->register_module("dense", torch::nn::Linear(config.intermediate_size(), hidden));
+  output_norm = output->register_module("LayerNorm", layer_norm(config));
+}
+
+torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::AttentionMask& mask) {
+  const int64_t batch = x.size(0);
+  const int64_t time = x.size(1);
+  const int64_t hidden = x.size(2);
+  const int64_t heads = config_.num_attention_heads();
+  const auto split = [&](const torch::Tensor& t) {  // (B, T, C) -> (B, H, T, D)
+    return t.view({batch, time, heads, hidden / heads}).transpose(1, 2);
+  };
+  const torch::Tensor y = nn::scaled_dot_product_attention(
+      split(nn::linear(query, x)), split(nn::linear(key, x)), split(nn::linear(value, x)), mask,
+      config_.attention_probs_dropout_prob(), is_training());  // (B, H, T, D)
+  const torch::Tensor attended = nn::linear(attention_dense, y.transpose(1, 2).reshape(x.sizes()));
+  const torch::Tensor a = attention_norm->forward(
+      maybe_dropout(attended, config_.hidden_dropout_prob(), is_training()) + x);  // (B, T, C)
+  const torch::Tensor h = torch::gelu(nn::linear(intermediate_dense, a));          // (B, T, I)
+  return output_norm->forward(
+      maybe_dropout(nn::linear(output_dense, h), config_.hidden_dropout_prob(), is_training()) +
+      a);  // (B, T, C)
+}
+
+HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
+  auto bert = level(*this, "bert");
+  auto embeddings = level(*bert, "embeddings");
+  const int64_t hidden = config.hidden_size();
+  word_embeddings = embeddings->register_module("word_embeddings",
+                                                torch::nn::Embedding(config.vocab_size(), hidden));
+  position_embeddings = embeddings->register_module(
+      "position_embeddings", torch::nn::Embedding(config.max_position_embeddings(), hidden));
+  token_type_embeddings = embeddings->register_module(
+      "token_type_embeddings", torch::nn::Embedding(config.type_vocab_size(), hidden));
+  embeddings_norm = embeddings->register_module("LayerNorm", layer_norm(config));
+  layer = level(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
+    layer->push_back(HfBertLayer(config));
+  pooler_dense =
+      level(*bert, "pooler")->register_module("dense", torch::nn::Linear(hidden, hidden));
+  classifier = register_module("classifier", torch::nn::Linear(hidden, config.num_labels()));
+  // transformers' _init_weights for the parts a pretrained encoder may lack.
+  torch::NoGradGuard no_grad;
+  for (torch::nn::Linear* linear : {&pooler_dense, &classifier}) {
+    torch::nn::init::normal_((*linear)->weight, 0.0, config.initializer_range());
+    torch::nn::init::zeros_((*linear)->bias);
+  }
+}
+
+torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
+                                 const torch::Tensor& attention_mask,
+                                 const torch::Tensor& token_type_ids) {
+  BB_CHECK_INPUT(input_ids.dim() == 2 && input_ids.scalar_type() == torch::kLong,
+                 "BERT expects int64 input_ids of shape (B, T), got ", input_ids.scalar_type(), " ",
+                 input_ids.sizes());
+  const int64_t time = input_ids.size(1);
+  BB_CHECK_INPUT(
+      time >= 1 && time <= config_.max_position_embeddings(), "BERT input length T = ", time,
+      " is outside [1, max_position_embeddings = ", config_.max_position_embeddings(), "]");
+  for (const torch::Tensor* given : {&attention_mask, &token_type_ids}) {
+    BB_CHECK_INPUT(!given->defined() || given->sizes() == input_ids.sizes(),
+                   "BERT's attention_mask and token_type_ids must have the shape of input_ids ",
+                   input_ids.sizes(), ", got ", given->sizes());
+  }
+  const torch::Tensor positions = torch::arange(
+      time, torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
+  const torch::Tensor types =
+      token_type_ids.defined() ? token_type_ids : torch::zeros_like(input_ids);  // (B, T)
+  torch::Tensor x = word_embeddings->forward(input_ids) + token_type_embeddings->forward(types) +
+                    position_embeddings->forward(positions);  // (B, T, C)
+  x = maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
+  nn::AttentionMask mask;
+  if (attention_mask.defined())
+    mask.padding = attention_mask.eq(0);  // (B, T), true at padding
+  for (const auto& block : *layer)
+    x = block->as<HfBertLayer>()->forward(x, mask);  // (B, T, C)
+  return x;
+}
+
+torch::Tensor HfBertImpl::forward(const torch::Tensor& input_ids,
+                                  const torch::Tensor& attention_mask,
+                                  const torch::Tensor& token_type_ids) {
+  const torch::Tensor cls = encode(input_ids, attention_mask, token_type_ids).select(1, 0);
+  const torch::Tensor pooled = torch::tanh(nn::linear(pooler_dense, cls));  // (B, C)
+  return nn::linear(classifier, maybe_dropout(pooled, config_.classifier_dropout(), is_training()));
+}
+
+LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
+  io::HfConfig reader = io::HfConfig::read(directory);
+  HfBertConfig config = read_hf_bert_config(reader);
+  BB_CHECK_INPUT(num_labels >= 0, "load_hf_bert: num_labels = ", num_labels, " must be >= 0");
+  if (num_labels > 0)
+    config.num_labels(num_labels);
+  LoadedHfBert loaded;
+  loaded.model = HfBert(config);
+  loaded.fresh = load_hf_weights(*loaded.model, io::read_hf_weights(directory),
+                                 HfLoadOptions()
+                                     .optional_prefix("bert.")
+                                     .ignored_suffixes({"embeddings.position_ids"})
+                                     .fresh_prefixes({"classifier.", "bert.pooler."}),
+                                 directory);
+  return loaded;
+}
+
+}  // namespace bigbatch::models

@@ -1,0 +1,102 @@
+// BERT as Hugging Face's transformers defines it (BertForSequenceClassification over BertModel),
+// with the checkpoint's own names: a pretrained encoder (all-MiniLM-L6-v2, bert-base) loads as it
+// is and gets a classification head.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bigbatch/io/hf_config.h"
+#include "bigbatch/nn/attention.h"
+
+namespace bigbatch::models {
+
+/// The fields of a BERT config.json that bigbatch implements (docs/PRETRAINED.md).
+struct HfBertConfig {
+  TORCH_ARG(int64_t, vocab_size) = 30522;
+  TORCH_ARG(int64_t, hidden_size) = 768;
+  TORCH_ARG(int64_t, num_hidden_layers) = 12;
+  TORCH_ARG(int64_t, num_attention_heads) = 12;
+  TORCH_ARG(int64_t, intermediate_size) = 3072;
+  TORCH_ARG(int64_t, max_position_embeddings) = 512;
+  TORCH_ARG(int64_t, type_vocab_size) = 2;
+  TORCH_ARG(double, layer_norm_eps) = 1e-12;
+  TORCH_ARG(double, hidden_dropout_prob) = 0.1;
+  TORCH_ARG(double, attention_probs_dropout_prob) = 0.1;
+  TORCH_ARG(double, classifier_dropout) = 0.1;  ///< the config's, or hidden_dropout_prob
+  TORCH_ARG(double, initializer_range) = 0.02;  ///< of a freshly initialised head
+  TORCH_ARG(int64_t, num_labels) = 2;           ///< the classifier's outputs
+};
+
+/// Reads a BERT config (model_type "bert"); num_labels is the length of id2label when the config
+/// has one, else 2 (the caller sets it from the data). Refuses, naming them, settings bigbatch
+/// does not implement (an activation other than exact gelu, relative position embeddings, a
+/// decoder, cross-attention, a problem_type other than single-label classification) and any
+/// unknown field.
+HfBertConfig read_hf_bert_config(io::HfConfig& config);
+
+/// BertLayer (post-LN): a = LayerNorm(x + dense(self-attention(x))), then
+/// LayerNorm(a + output.dense(gelu(intermediate.dense(a)))). Submodules as transformers names
+/// them: attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
+/// intermediate.dense, output.{dense,LayerNorm}.
+class HfBertLayerImpl : public torch::nn::Module {
+ public:
+  explicit HfBertLayerImpl(const HfBertConfig& config);
+  /// x (B, T, C), the padding mask over the T keys -> (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
+
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
+  torch::nn::LayerNorm attention_norm{nullptr};
+  torch::nn::Linear intermediate_dense{nullptr}, output_dense{nullptr};
+  torch::nn::LayerNorm output_norm{nullptr};
+
+ private:
+  HfBertConfig config_;
+};
+/// Module holder for HfBertLayerImpl.
+TORCH_MODULE(HfBertLayer);
+
+/// BertForSequenceClassification: `bert` (`embeddings`, `encoder.layer.N`, `pooler`) and
+/// `classifier` Linear(hidden, num_labels), on the pooled [CLS] (dense + tanh).
+class HfBertImpl : public torch::nn::Module {
+ public:
+  explicit HfBertImpl(const HfBertConfig& config);
+  /// input_ids (B, T) int64; attention_mask (B, T), 1 at real tokens and 0 at padding, or
+  /// undefined; token_type_ids (B, T) or undefined (all 0) -> last hidden state (B, T, hidden)
+  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                       const torch::Tensor& token_type_ids = {});
+  /// The same inputs -> logits (B, num_labels)
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                        const torch::Tensor& token_type_ids = {});
+  const HfBertConfig& config() const { return config_; }
+
+  torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
+      token_type_embeddings{nullptr};
+  torch::nn::LayerNorm embeddings_norm{nullptr};
+  torch::nn::ModuleList layer{nullptr};
+  torch::nn::Linear pooler_dense{nullptr}, classifier{nullptr};
+
+ private:
+  HfBertConfig config_;
+};
+/// Module holder for HfBertImpl.
+TORCH_MODULE(HfBert);
+
+/// A BERT classifier loaded from a model directory, and what the checkpoint did not hold.
+struct LoadedHfBert {
+  HfBert model{nullptr};
+  /// Tensors freshly initialised because the checkpoint lacks them (a sentence-transformers
+  /// encoder has no classifier, and some no pooler), by name.
+  std::vector<std::string> fresh;
+};
+
+/// The BERT of the model directory `directory` as a classifier of `num_labels` classes (0: the
+/// config's id2label, else 2), in float32. A checkpoint of BertModel (no "bert." prefix) loads;
+/// a missing classifier or pooler is initialised afresh and listed in `fresh`. Throws InputError
+/// naming the directory and what is wrong with it.
+LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels = 0);
+
+}  // namespace bigbatch::models

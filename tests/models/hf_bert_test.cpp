@@ -1,0 +1,108 @@
+// models::HfBert against Hugging Face transformers: the tiny random BERT classifier that
+// tests/hf/make_tiny_bert.py made (padding, token types), the same encoder saved as a BertModel
+// (no classifier: initialised afresh and reported), and unsupported configs named.
+#include "bigbatch/models/hf_bert.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace bigbatch::models {
+namespace {
+
+std::string hf_dir(const std::string& name) {
+  return std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/" + name;
+}
+
+torch::Tensor rows(const nlohmann::json& value) {
+  std::vector<int64_t> flat;
+  for (const auto& row : value)
+    for (int64_t v : row.get<std::vector<int64_t>>())
+      flat.push_back(v);
+  return torch::tensor(flat, torch::kLong).view({int64_t(value.size()), -1});
+}
+
+struct Golden {
+  nlohmann::json json;
+  torch::Tensor ids, mask, types;
+};
+
+Golden golden() {
+  Golden g;
+  g.json = nlohmann::json::parse(testing::read_file(hf_dir("tiny-bert-golden.json")));
+  g.ids = rows(g.json["input_ids"]);
+  g.mask = rows(g.json["attention_mask"]);
+  g.types = rows(g.json["token_type_ids"]);
+  return g;
+}
+
+TEST(HfBert, HiddenStatesLogitsAndLossAreThoseOfTransformers) {
+  const Golden g = golden();
+  LoadedHfBert loaded = load_hf_bert(hf_dir("tiny-bert"));
+  EXPECT_TRUE(loaded.fresh.empty());
+  HfBert model = loaded.model;
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor hidden = model->encode(g.ids, g.mask, g.types);  // (B, T, C)
+  const torch::Tensor expected_hidden =
+      torch::tensor(g.json["last_hidden_state"].get<std::vector<double>>(), torch::kFloat)
+          .view(g.json["hidden_shape"].get<std::vector<int64_t>>());
+  // Padding positions too: their queries attend the real keys, as in transformers.
+  EXPECT_LE((hidden - expected_hidden).abs().max().item<double>(), 1e-5);
+  const torch::Tensor logits = model->forward(g.ids, g.mask, g.types);  // (B, 3)
+  const torch::Tensor expected_logits =
+      torch::tensor(g.json["logits"].get<std::vector<double>>(), torch::kFloat).view({2, 3});
+  EXPECT_LE((logits - expected_logits).abs().max().item<double>(), 1e-6);
+  const torch::Tensor loss = torch::cross_entropy_loss(
+      logits, torch::tensor(g.json["labels"].get<std::vector<int64_t>>()));
+  EXPECT_NEAR(loss.item<double>(), g.json["loss"].get<double>(), 1e-6);
+  // The padded row's real positions do not see what stands in the padding.
+  torch::Tensor other_padding = g.ids.clone();
+  other_padding.index_put_({1, torch::indexing::Slice(6)}, 7);
+  EXPECT_LE((model->forward(other_padding, g.mask, g.types) - logits).abs().max().item<double>(),
+            1e-6);
+}
+
+TEST(HfBert, AnEncoderWithoutClassifierGetsAFreshHeadOfTheDatasLabels) {
+  const Golden g = golden();
+  LoadedHfBert encoder = load_hf_bert(hf_dir("tiny-bert-encoder"), 5);
+  EXPECT_EQ(encoder.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
+  EXPECT_EQ(encoder.model->classifier->weight.size(0), 5);
+  LoadedHfBert classifier = load_hf_bert(hf_dir("tiny-bert"));
+  encoder.model->eval();
+  classifier.model->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(encoder.model->encode(g.ids, g.mask, g.types),
+                           classifier.model->encode(g.ids, g.mask, g.types)));
+}
+
+std::string config_error(const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json config =
+      nlohmann::json::parse(testing::read_file(hf_dir("tiny-bert") + "/config.json"));
+  edit(config);
+  io::HfConfig reader(config, "config.json");
+  return testing::input_error_of([&] { read_hf_bert_config(reader); });
+}
+
+TEST(HfBertConfig, UnsupportedSettingsAreNamed) {
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["position_embedding_type"] = "relative_key"; }),
+            "config.json: unsupported \"position_embedding_type\": \"relative_key\" (bigbatch "
+            "supports only \"absolute\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["hidden_act"] = "gelu_new"; }),
+            "config.json: unsupported \"hidden_act\": \"gelu_new\" (bigbatch supports only "
+            "\"gelu\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["problem_type"] = "regression"; }),
+            "config.json: unsupported \"problem_type\": \"regression\" (bigbatch supports only "
+            "\"single_label_classification\")");
+  EXPECT_NE(config_error([](nlohmann::json& c) { c["rotary"] = true; })
+                .find("unsupported field(s) for BERT (BertForSequenceClassification): "
+                      "\"rotary\" = true"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace bigbatch::models

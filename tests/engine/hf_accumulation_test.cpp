@@ -1,0 +1,70 @@
+// The exact window rule on pretrained architectures: the tiny Hugging Face GPT-2 and Llama
+// (tests/hf), in float64, with right padding of different lengths, give the full-batch gradient
+// for every split of the window.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "accumulation_helpers.h"
+#include "bigbatch/models/hf_gpt2.h"
+#include "bigbatch/models/hf_llama.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+/// Six sequences of 12 token ids right-padded with id 0 after 12, 11, 9, 7, 4 and 2 real tokens;
+/// targets are the next ids, -100 where the next position is padding.
+data::Batch padded_batch(int64_t vocab) {
+  torch::manual_seed(9);
+  const torch::Tensor tokens = torch::randint(1, vocab, {6, 13}, torch::kLong);
+  data::Batch batch{tokens.slice(1, 0, 12).clone(), tokens.slice(1, 1, 13).clone()};
+  const std::vector<int64_t> real = {12, 11, 9, 7, 4, 2};
+  for (int64_t row = 0; row < 6; ++row) {
+    batch.inputs[row].slice(0, real[row], 12).fill_(0);
+    batch.targets[row].slice(0, real[row], 12).fill_(-100);
+  }
+  return batch;
+}
+
+/// The window gradient of `model` over the batch in one micro-batch equals that of every split,
+/// and the mean cross-entropy over the real tokens computed directly.
+template <typename Model>
+void expect_exact_windows(Model model, int64_t vocab) {
+  model->to(torch::kFloat64);
+  model->eval();  // no dropout: the same function in every split
+  engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kToken);
+  const data::Batch batch = padded_batch(vocab);
+  const auto parameters = model->parameters();
+  const torch::Tensor full = testing::window_gradient(parameters, objective, {batch});
+  for (const auto& sizes : std::vector<std::vector<int64_t>>{{1, 5}, {2, 2, 2}, {5, 1}, {4, 2}}) {
+    const torch::Tensor parts =
+        testing::window_gradient(parameters, objective, testing::split(batch, sizes));
+    EXPECT_LE(testing::relative_difference(parts, full), 1e-10) << sizes.size() << " parts";
+  }
+  for (const torch::Tensor& p : parameters)
+    p.grad().zero_();
+  torch::nn::functional::cross_entropy(
+      model->forward(batch.inputs).reshape({-1, vocab}), batch.targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100))
+      .backward();
+  std::vector<torch::Tensor> reference;
+  for (const torch::Tensor& p : parameters)
+    reference.push_back(p.grad().flatten());
+  EXPECT_LE(testing::relative_difference(full, torch::cat(reference)), 1e-12);
+  EXPECT_GT(full.abs().max().item<double>(), 0.0);
+}
+
+const std::string kHf = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/";
+
+TEST(HfAccumulation, Gpt2WindowsWithPaddingAreExactForEverySplit) {
+  expect_exact_windows(models::load_hf_gpt2(kHf + "tiny-gpt2"), 96);
+}
+
+TEST(HfAccumulation, LlamaWindowsWithPaddingAreExactForEverySplit) {
+  expect_exact_windows(models::load_hf_llama(kHf + "tiny-llama"), 96);
+}
+
+}  // namespace
+}  // namespace bigbatch

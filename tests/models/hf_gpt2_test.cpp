@@ -138,6 +138,8 @@ TEST_F(BrokenGpt2Directory, AMissingOrMistypedFieldOrAnotherModelType) {
     c["model_type"] = "llama";
   });
   expect_error("config.json: model_type \"llama\" is not \"gpt2\"");
+  edit_config([](nlohmann::json& c) { c.erase("model_type"); });
+  expect_error("config.json: missing field \"model_type\" (expected \"gpt2\")");
 }
 
 TEST_F(BrokenGpt2Directory, NoConfig) {

@@ -92,8 +92,8 @@ TEST(HfLlamaConfig, UnsupportedSettingsAreNamed) {
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["rope_parameters"]["beta_fast"] = 32; }),
             "config.json: rope_parameters: unsupported RoPE field \"beta_fast\" = 32");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["model_type"] = "gemma"; }),
-            "config.json: model_type \"gemma\" is not one of the Llama family bigbatch "
-            "implements (\"llama\", \"mistral\", \"qwen2\")");
+            "config.json: model_type \"gemma\" is not one of \"llama\", \"mistral\", "
+            "\"qwen2\"");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["num_key_value_heads"] = 3; }),
             "config.json: num_key_value_heads = 3 must divide num_attention_heads = 4");
   EXPECT_NE(config_error([](nlohmann::json& c) {

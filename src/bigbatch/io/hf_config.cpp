@@ -91,6 +91,26 @@ void HfConfig::require(const std::string& key, const nlohmann::json& supported) 
                  ")");
 }
 
+std::string HfConfig::model_type(std::initializer_list<const char*> supported) {
+  const nlohmann::json* value = find("model_type");
+  const std::string type = value != nullptr && value->is_string() ? value->get<std::string>() : "";
+  std::string names;
+  for (const char* name : supported) {
+    if (type == name)
+      return type;
+    names += cat(names.empty() ? "" : ", ", "\"", name, "\"");
+  }
+  const std::string expected = cat(supported.size() > 1 ? "one of " : "", names);
+  BB_CHECK_INPUT(value != nullptr, origin_, ": missing field \"model_type\" (expected ", expected,
+                 ")");
+  throw InputError(cat(origin_, ": model_type ", value->dump(), " is not ", expected));
+}
+
+void HfConfig::ignore_metadata() {
+  ignore({"architectures", "transformers_version", "dtype", "torch_dtype", "_name_or_path",
+          "bos_token_id", "eos_token_id", "pad_token_id", "use_cache"});
+}
+
 void HfConfig::ignore(std::initializer_list<const char*> keys) {
   for (const char* key : keys)
     used_.insert(key);

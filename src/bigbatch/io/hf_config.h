@@ -42,8 +42,15 @@ class HfConfig {
   /// Requires `key` to be absent, null or `supported`; otherwise throws InputError naming the key,
   /// its value and the one supported.
   void require(const std::string& key, const nlohmann::json& supported);
+  /// The required field model_type, which must be one of `supported`; throws InputError naming
+  /// the value and the supported ones otherwise.
+  std::string model_type(std::initializer_list<const char*> supported);
   /// Marks fields that do not change what the model computes (names, versions, token ids).
   void ignore(std::initializer_list<const char*> keys);
+  /// ignore() of the fields every architecture's config.json may carry without their changing the
+  /// computation: architectures, transformers_version, dtype, torch_dtype, _name_or_path,
+  /// bos_token_id, eos_token_id, pad_token_id, use_cache.
+  void ignore_metadata();
   /// Throws InputError naming every field neither read, required nor ignored, and `what` (the
   /// architecture) that does not support them.
   void finish(const std::string& what) const;

@@ -22,9 +22,7 @@ std::shared_ptr<torch::nn::Module> level(torch::nn::Module& parent, const std::s
 }  // namespace
 
 HfBertConfig read_hf_bert_config(io::HfConfig& c) {
-  const std::string model_type = c.get_string("model_type", "bert");
-  BB_CHECK_INPUT(model_type == "bert", c.origin(), ": model_type \"", model_type,
-                 "\" is not \"bert\"");
+  c.model_type({"bert"});
   HfBertConfig config;
   config.vocab_size(c.get_int("vocab_size"))
       .hidden_size(c.get_int("hidden_size"))
@@ -48,9 +46,8 @@ HfBertConfig read_hf_bert_config(io::HfConfig& c) {
   c.require("add_cross_attention", false);
   c.require("problem_type", "single_label_classification");
   // Names, token ids, label names and training switches: none changes what is computed.
-  c.ignore({"architectures", "transformers_version", "dtype", "torch_dtype", "_name_or_path",
-            "pad_token_id", "bos_token_id", "eos_token_id", "use_cache", "gradient_checkpointing",
-            "label2id", "tie_word_embeddings", "classifier_activation"});
+  c.ignore_metadata();
+  c.ignore({"gradient_checkpointing", "label2id", "tie_word_embeddings", "classifier_activation"});
   c.finish("BERT (BertForSequenceClassification)");
   BB_CHECK_INPUT(
       config.num_attention_heads() > 0 && config.hidden_size() % config.num_attention_heads() == 0,

@@ -19,9 +19,7 @@ torch::nn::LayerNorm layer_norm(const HfGpt2Config& config) {
 }  // namespace
 
 HfGpt2Config read_hf_gpt2_config(io::HfConfig& c) {
-  const std::string model_type = c.get_string("model_type", "gpt2");
-  BB_CHECK_INPUT(model_type == "gpt2", c.origin(), ": model_type \"", model_type,
-                 "\" is not \"gpt2\"");
+  c.model_type({"gpt2"});
   HfGpt2Config config;
   config.vocab_size(c.get_int("vocab_size"))
       .n_positions(c.get_int("n_positions"))
@@ -41,10 +39,10 @@ HfGpt2Config read_hf_gpt2_config(io::HfConfig& c) {
   c.require("add_cross_attention", false);
   // Names, token ids, generation and sequence-summary settings (GPT2DoubleHeadsModel's head):
   // none changes what GPT2LMHeadModel computes.
-  c.ignore({"architectures", "transformers_version", "dtype", "torch_dtype", "bos_token_id",
-            "eos_token_id", "pad_token_id", "initializer_range", "use_cache", "n_ctx",
-            "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type",
-            "summary_use_proj", "task_specific_params", "_name_or_path", "loss_type"});
+  c.ignore_metadata();
+  c.ignore({"initializer_range", "n_ctx", "summary_activation", "summary_first_dropout",
+            "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
+            "loss_type"});
   c.finish("GPT-2 (GPT2LMHeadModel)");
   BB_CHECK_INPUT(config.vocab_size() > 0 && config.n_positions() > 0 && config.n_embd() > 0 &&
                      config.n_layer() > 0 && config.n_head() > 0 && config.n_inner() >= 0,

@@ -68,12 +68,8 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
   HfLlamaConfig config;
-  config.model_type(c.get_string("model_type", ""));
+  config.model_type(c.model_type({"llama", "mistral", "qwen2"}));
   const std::string& type = config.model_type();
-  BB_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2", c.origin(),
-                 ": model_type \"", type,
-                 "\" is not one of the Llama family bigbatch implements "
-                 "(\"llama\", \"mistral\", \"qwen2\")");
   config.vocab_size(c.get_int("vocab_size"))
       .hidden_size(c.get_int("hidden_size"))
       .intermediate_size(c.get_int("intermediate_size"))
@@ -107,8 +103,8 @@ HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
   config.rope_theta(c.get_double("rope_theta", config.rope_theta()));
   read_rope(c.get_json("rope_scaling"), c.origin() + ": rope_scaling", config);
   read_rope(c.get_json("rope_parameters"), c.origin() + ": rope_parameters", config);
-  c.ignore({"architectures", "transformers_version", "dtype", "torch_dtype", "bos_token_id",
-            "eos_token_id", "pad_token_id", "initializer_range", "use_cache", "_name_or_path"});
+  c.ignore_metadata();
+  c.ignore({"initializer_range"});
   c.finish(cat("the Llama family (", type, ")"));
   BB_CHECK_INPUT(config.num_key_value_heads() > 0 &&
                      config.num_attention_heads() % config.num_key_value_heads() == 0,

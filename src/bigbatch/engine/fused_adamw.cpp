@@ -32,8 +32,7 @@ FusedAdamW::FusedAdamW(std::vector<torch::optim::OptimizerParamGroup> param_grou
                        AdamWOptions defaults)
     : torch::optim::AdamW(std::move(param_groups), std::move(defaults)) {
   BB_CHECK_INPUT(compat::kHasFusedAdamW,
-                 "OptimizerOptions.kernel = fused needs LibTorch 2.4 or "
-                 "later; this is ",
+                 "OptimizerOptions.kernel = fused needs LibTorch 2.4 or later; this is ",
                  TORCH_VERSION);
   for (const auto& group : param_groups_) {
     BB_CHECK_INPUT(!static_cast<const AdamWOptions&>(group.options()).amsgrad(),

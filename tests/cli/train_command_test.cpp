@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "bigbatch/core/threads.h"
+#include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/attention.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
 
@@ -358,6 +360,29 @@ TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {
   bad("-s model.precision=bf16 -s model.dtype=float64",
       "model.precision = \"bf16\" autocasts float32 weights");
   bad("-s train.blas_threads=-1", "train.blas_threads = -1 must be >= 0");
+}
+
+TEST_F(TrainCommand, KernelChoicesShowInThePlanAndMistakesAreInputErrors) {
+  const Result plan = run("train --plan " + corpus_arg() + kTinyGpt +
+                          " -s model.attention=composite -s optim.kernel=per_tensor");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("attention      composite      masked product, softmax, product "
+                             "over "),
+            std::string::npos)
+      << plan.output;
+  EXPECT_NE(plan.output.find("weight decay 0.1, per_tensor kernel"), std::string::npos)
+      << plan.output;
+  const std::string out = run_dir("never");
+  const auto bad = [&](const std::string& assignments, const std::string& expected) {
+    expect_input_error(run("train " + corpus_arg() + kTinyGpt + assignments + " --run-dir " + out),
+                       expected, out);
+  };
+  bad(" -s model.attention=flash", "model.attention");
+  bad(" -s optim.kernel=foreach", "optim.kernel");
+  if (!nn::fused_attention_available())
+    bad(" -s model.attention=fused", "model.attention = \"fused\" needs LibTorch 2.0 or later");
+  if (!compat::kHasFusedAdamW)
+    bad(" -s optim.kernel=fused", "optim.kernel = fused needs LibTorch 2.4 or later");
 }
 
 TEST_F(TrainCommand, BenchPrecisionPrintsTheWindowGradientErrors) {

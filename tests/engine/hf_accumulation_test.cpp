@@ -9,6 +9,7 @@
 #include "accumulation_helpers.h"
 #include "bigbatch/models/hf_gpt2.h"
 #include "bigbatch/models/hf_llama.h"
+#include "bigbatch/nn/lora.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
@@ -28,15 +29,19 @@ data::Batch padded_batch(int64_t vocab) {
   return batch;
 }
 
-/// The window gradient of `model` over the batch in one micro-batch equals that of every split,
-/// and the mean cross-entropy over the real tokens computed directly.
+/// The window gradient of `model`'s trainable parameters over the batch in one micro-batch equals
+/// that of every split, and the mean cross-entropy over the real tokens computed directly.
 template <typename Model>
 void expect_exact_windows(Model model, int64_t vocab) {
   model->to(torch::kFloat64);
   model->eval();  // no dropout: the same function in every split
   engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kToken);
   const data::Batch batch = padded_batch(vocab);
-  const auto parameters = model->parameters();
+  std::vector<torch::Tensor> parameters;
+  for (const torch::Tensor& p : model->parameters()) {
+    if (p.requires_grad())
+      parameters.push_back(p);
+  }
   const torch::Tensor full = testing::window_gradient(parameters, objective, {batch});
   for (const auto& sizes : std::vector<std::vector<int64_t>>{{1, 5}, {2, 2, 2}, {5, 1}, {4, 2}}) {
     const torch::Tensor parts =
@@ -64,6 +69,28 @@ TEST(HfAccumulation, Gpt2WindowsWithPaddingAreExactForEverySplit) {
 
 TEST(HfAccumulation, LlamaWindowsWithPaddingAreExactForEverySplit) {
   expect_exact_windows(models::load_hf_llama(kHf + "tiny-llama"), 96);
+}
+
+TEST(HfAccumulation, LlamaWithLoraWindowsAreExactAndOnlyTheAdaptersGetGradients) {
+  models::HfLlama model = models::load_hf_llama(kHf + "tiny-llama");
+  model->to(torch::kFloat64);
+  nn::apply_lora(*model, nn::LoraOptions().rank(4).alpha(8).targets({"q_proj", "v_proj"}));
+  {
+    torch::NoGradGuard no_grad;  // B away from zero, so the adapters change the function
+    for (auto& item : model->named_parameters()) {
+      if (item.key().find("lora_B") != std::string::npos)
+        item.value().normal_(0.0, 0.1);
+    }
+  }
+  expect_exact_windows(model, 96);
+  int64_t adapters = 0;
+  for (const auto& item : model->named_parameters()) {
+    const bool adapter = item.key().find(".lora_") != std::string::npos;
+    EXPECT_EQ(item.value().requires_grad(), adapter) << item.key();
+    EXPECT_EQ(item.value().grad().defined(), adapter) << item.key();
+    adapters += adapter;
+  }
+  EXPECT_EQ(adapters, 2 * 2 * 2);  // 2 layers x (q, v) x (A, B)
 }
 
 }  // namespace

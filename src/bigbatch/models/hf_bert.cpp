@@ -60,18 +60,19 @@ HfBertLayerImpl::HfBertLayerImpl(const HfBertConfig& config) : config_(config) {
   const int64_t hidden = config.hidden_size();
   auto attention = level(*this, "attention");
   auto self = level(*attention, "self");
-  query = self->register_module("query", torch::nn::Linear(hidden, hidden));
-  key = self->register_module("key", torch::nn::Linear(hidden, hidden));
-  value = self->register_module("value", torch::nn::Linear(hidden, hidden));
+  query = self->register_module("query", nn::AdaptedLinear(hidden, hidden, true));
+  key = self->register_module("key", nn::AdaptedLinear(hidden, hidden, true));
+  value = self->register_module("value", nn::AdaptedLinear(hidden, hidden, true));
   auto attention_output = level(*attention, "output");
-  attention_dense = attention_output->register_module("dense", torch::nn::Linear(hidden, hidden));
+  attention_dense =
+      attention_output->register_module("dense", nn::AdaptedLinear(hidden, hidden, true));
   attention_norm = attention_output->register_module("LayerNorm", layer_norm(config));
   intermediate_dense =
       level(*this, "intermediate")
-          ->register_module("dense", torch::nn::Linear(hidden, config.intermediate_size()));
+          ->register_module("dense", nn::AdaptedLinear(hidden, config.intermediate_size(), true));
   auto output = level(*this, "output");
   output_dense =
-      output->register_module("dense", torch::nn::Linear(config.intermediate_size(), hidden));
+      output->register_module("dense", nn::AdaptedLinear(config.intermediate_size(), hidden, true));
   output_norm = output->register_module("LayerNorm", layer_norm(config));
 }
 
@@ -84,14 +85,14 @@ torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::Attenti
     return t.view({batch, time, heads, hidden / heads}).transpose(1, 2);
   };
   const torch::Tensor y = nn::scaled_dot_product_attention(
-      split(nn::linear(query, x)), split(nn::linear(key, x)), split(nn::linear(value, x)), mask,
+      split(query->forward(x)), split(key->forward(x)), split(value->forward(x)), mask,
       config_.attention_probs_dropout_prob(), is_training());  // (B, H, T, D)
-  const torch::Tensor attended = nn::linear(attention_dense, y.transpose(1, 2).reshape(x.sizes()));
+  const torch::Tensor attended = attention_dense->forward(y.transpose(1, 2).reshape(x.sizes()));
   const torch::Tensor a = attention_norm->forward(
       maybe_dropout(attended, config_.hidden_dropout_prob(), is_training()) + x);  // (B, T, C)
-  const torch::Tensor h = torch::gelu(nn::linear(intermediate_dense, a));          // (B, T, I)
+  const torch::Tensor h = torch::gelu(intermediate_dense->forward(a));             // (B, T, I)
   return output_norm->forward(
-      maybe_dropout(nn::linear(output_dense, h), config_.hidden_dropout_prob(), is_training()) +
+      maybe_dropout(output_dense->forward(h), config_.hidden_dropout_prob(), is_training()) +
       a);  // (B, T, C)
 }
 

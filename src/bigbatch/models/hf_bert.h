@@ -11,6 +11,7 @@
 
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
+#include "bigbatch/nn/lora.h"
 
 namespace bigbatch::models {
 
@@ -48,9 +49,9 @@ class HfBertLayerImpl : public torch::nn::Module {
   /// x (B, T, C), the padding mask over the T keys -> (B, T, C)
   torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
 
-  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
+  nn::AdaptedLinear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
   torch::nn::LayerNorm attention_norm{nullptr};
-  torch::nn::Linear intermediate_dense{nullptr}, output_dense{nullptr};
+  nn::AdaptedLinear intermediate_dense{nullptr}, output_dense{nullptr};
   torch::nn::LayerNorm output_norm{nullptr};
 
  private:

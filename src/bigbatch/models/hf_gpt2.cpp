@@ -16,6 +16,11 @@ torch::nn::LayerNorm layer_norm(const HfGpt2Config& config) {
       torch::nn::LayerNormOptions({config.n_embd()}).eps(config.layer_norm_epsilon()));
 }
 
+/// Hugging Face's Conv1D of `in` to `out` features: a linear layer with its weight (in, out).
+nn::AdaptedLinear conv1d(int64_t in, int64_t out) {
+  return nn::AdaptedLinear(in, out, /*bias=*/true, nn::WeightLayout::kInOut);
+}
+
 }  // namespace
 
 HfGpt2Config read_hf_gpt2_config(io::HfConfig& c) {
@@ -54,22 +59,12 @@ HfGpt2Config read_hf_gpt2_config(io::HfConfig& c) {
   return config;
 }
 
-Conv1DImpl::Conv1DImpl(int64_t in, int64_t out) {
-  weight = register_parameter("weight", torch::empty({in, out}));
-  bias = register_parameter("bias", torch::zeros({out}));
-  torch::nn::init::normal_(weight, 0.0, 0.02);
-}
-
-torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
-  return nn::linear(x, weight.t(), bias);  // (..., out)
-}
-
 HfGpt2AttentionImpl::HfGpt2AttentionImpl(const HfGpt2Config& config)
     : heads_(config.n_head()),
       attn_pdrop_(config.attn_pdrop()),
       resid_pdrop_(config.resid_pdrop()) {
-  c_attn = register_module("c_attn", Conv1D(config.n_embd(), 3 * config.n_embd()));
-  c_proj = register_module("c_proj", Conv1D(config.n_embd(), config.n_embd()));
+  c_attn = register_module("c_attn", conv1d(config.n_embd(), 3 * config.n_embd()));
+  c_proj = register_module("c_proj", conv1d(config.n_embd(), config.n_embd()));
 }
 
 torch::Tensor HfGpt2AttentionImpl::forward(const torch::Tensor& x, const nn::AttentionMask& mask) {
@@ -89,8 +84,8 @@ torch::Tensor HfGpt2AttentionImpl::forward(const torch::Tensor& x, const nn::Att
 
 HfGpt2MlpImpl::HfGpt2MlpImpl(const HfGpt2Config& config) : resid_pdrop_(config.resid_pdrop()) {
   const int64_t inner = config.n_inner() > 0 ? config.n_inner() : 4 * config.n_embd();
-  c_fc = register_module("c_fc", Conv1D(config.n_embd(), inner));
-  c_proj = register_module("c_proj", Conv1D(inner, config.n_embd()));
+  c_fc = register_module("c_fc", conv1d(config.n_embd(), inner));
+  c_proj = register_module("c_proj", conv1d(inner, config.n_embd()));
 }
 
 torch::Tensor HfGpt2MlpImpl::forward(const torch::Tensor& x) {

@@ -9,6 +9,7 @@
 
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
+#include "bigbatch/nn/lora.h"
 
 namespace bigbatch::models {
 
@@ -33,25 +34,15 @@ struct HfGpt2Config {
 /// does not know.
 HfGpt2Config read_hf_gpt2_config(io::HfConfig& config);
 
-/// Hugging Face's Conv1D: a linear layer whose weight is stored (in, out), the transpose of
-/// torch::nn::Linear's. Parameters `weight` (in, out) and `bias` (out).
-class Conv1DImpl : public torch::nn::Module {
- public:
-  Conv1DImpl(int64_t in, int64_t out);
-  /// x (..., in) -> (..., out)
-  torch::Tensor forward(const torch::Tensor& x);
-  torch::Tensor weight, bias;
-};
-/// Module holder for Conv1DImpl.
-TORCH_MODULE(Conv1D);
-
-/// GPT2Attention: `c_attn` Conv1D(C, 3C) -> heads -> causal attention -> `c_proj` Conv1D(C, C).
+/// GPT2Attention: `c_attn` (C -> 3C) -> heads -> causal attention -> `c_proj` (C -> C). Both are
+/// Hugging Face's Conv1D: linear layers whose weight is stored (in, out), the transpose of
+/// torch::nn::Linear's (nn::AdaptedLinear with WeightLayout::kInOut).
 class HfGpt2AttentionImpl : public torch::nn::Module {
  public:
   explicit HfGpt2AttentionImpl(const HfGpt2Config& config);
   /// x (B, T, C), the mask over the T keys -> (B, T, C)
   torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
-  Conv1D c_attn{nullptr}, c_proj{nullptr};
+  nn::AdaptedLinear c_attn{nullptr}, c_proj{nullptr};
 
  private:
   int64_t heads_;
@@ -60,13 +51,13 @@ class HfGpt2AttentionImpl : public torch::nn::Module {
 /// Module holder for HfGpt2AttentionImpl.
 TORCH_MODULE(HfGpt2Attention);
 
-/// GPT2MLP: `c_fc` Conv1D(C, inner) -> gelu_new (tanh approximation) -> `c_proj` -> dropout.
+/// GPT2MLP: `c_fc` (C -> inner, Conv1D) -> gelu_new (tanh approximation) -> `c_proj` -> dropout.
 class HfGpt2MlpImpl : public torch::nn::Module {
  public:
   explicit HfGpt2MlpImpl(const HfGpt2Config& config);
   /// x (B, T, C) -> (B, T, C)
   torch::Tensor forward(const torch::Tensor& x);
-  Conv1D c_fc{nullptr}, c_proj{nullptr};
+  nn::AdaptedLinear c_fc{nullptr}, c_proj{nullptr};
 
  private:
   double resid_pdrop_;

@@ -54,8 +54,8 @@ void read_rope(const nlohmann::json& rope, const std::string& where, HfLlamaConf
                    "\" (bigbatch supports \"default\", \"linear\" and \"llama3\")");
 }
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+nn::AdaptedLinear linear(int64_t in, int64_t out, bool bias) {
+  return nn::AdaptedLinear(in, out, bias);
 }
 
 /// The two halves of the last dimension swapped, the first negated: (-x2, x1).
@@ -175,9 +175,9 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
     return t.view({batch, time, n, d}).transpose(1, 2);
   };
   const auto rope = [&](const torch::Tensor& t) { return t * cos + rotate_half(t) * sin; };
-  const torch::Tensor q = rope(split(nn::linear(q_proj, x), heads));  // (B, H, T, D)
-  torch::Tensor k = rope(split(nn::linear(k_proj, x), kv_heads));     // (B, KV, T, D)
-  torch::Tensor v = split(nn::linear(v_proj, x), kv_heads);           // (B, KV, T, D)
+  const torch::Tensor q = rope(split(q_proj->forward(x), heads));  // (B, H, T, D)
+  torch::Tensor k = rope(split(k_proj->forward(x), kv_heads));     // (B, KV, T, D)
+  torch::Tensor v = split(v_proj->forward(x), kv_heads);           // (B, KV, T, D)
   if (kv_heads != heads) {  // repeat_kv: each key/value head serves heads / kv_heads queries
     const auto repeat = [&](const torch::Tensor& t) {
       return t.unsqueeze(2)
@@ -190,7 +190,7 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   const torch::Tensor y =
       nn::scaled_dot_product_attention(q, k, v, mask, config_.attention_dropout(),
                                        is_training());  // (B, H, T, D)
-  return nn::linear(o_proj, y.transpose(1, 2).reshape({batch, time, heads * d}));
+  return o_proj->forward(y.transpose(1, 2).reshape({batch, time, heads * d}));
 }
 
 HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) {
@@ -202,8 +202,7 @@ HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) {
 }
 
 torch::Tensor HfLlamaMlpImpl::forward(const torch::Tensor& x) {
-  return nn::linear(down_proj,
-                    torch::silu(nn::linear(gate_proj, x)) * nn::linear(up_proj, x));  // (B, T, C)
+  return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));  // (B, T, C)
 }
 
 HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config) {

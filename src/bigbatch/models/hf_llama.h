@@ -9,6 +9,7 @@
 
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
+#include "bigbatch/nn/lora.h"
 
 namespace bigbatch::models {
 
@@ -75,7 +76,7 @@ class HfLlamaAttentionImpl : public torch::nn::Module {
   /// x (B, T, hidden), cos and sin (T, head_dim), the mask over the T keys -> (B, T, hidden)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const nn::AttentionMask& mask);
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  nn::AdaptedLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
   HfLlamaConfig config_;
@@ -89,7 +90,7 @@ class HfLlamaMlpImpl : public torch::nn::Module {
   explicit HfLlamaMlpImpl(const HfLlamaConfig& config);
   /// x (B, T, hidden) -> (B, T, hidden)
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  nn::AdaptedLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 /// Module holder for HfLlamaMlpImpl.
 TORCH_MODULE(HfLlamaMlp);

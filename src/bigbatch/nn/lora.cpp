@@ -1,0 +1,102 @@
+#include "bigbatch/nn/lora.h"
+
+#include <cmath>
+#include <set>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/nn/bf16_matmul.h"
+
+namespace bigbatch::nn {
+namespace {
+
+/// Whether module `name` is what `pattern` names: the whole name or its last components.
+bool names(const std::string& name, const std::string& pattern) {
+  return name == pattern ||
+         (name.size() > pattern.size() &&
+          name.compare(name.size() - pattern.size(), pattern.size(), pattern) == 0 &&
+          name[name.size() - pattern.size() - 1] == '.');
+}
+
+}  // namespace
+
+AdaptedLinearImpl::AdaptedLinearImpl(int64_t in, int64_t out, bool with_bias, WeightLayout layout)
+    : in_(in), out_(out), layout_(layout) {
+  weight = register_parameter(
+      "weight", layout == WeightLayout::kOutIn ? torch::empty({out, in}) : torch::empty({in, out}));
+  torch::nn::init::normal_(weight, 0.0, 0.02);
+  if (with_bias)
+    bias = register_parameter("bias", torch::zeros({out}));
+}
+
+void AdaptedLinearImpl::add_lora(int64_t rank, double alpha, double dropout) {
+  BB_CHECK_INPUT(!has_lora(), "this layer has a LoRA adapter already");
+  BB_CHECK_INPUT(rank >= 1, "LoraOptions.rank = ", rank, " must be >= 1");
+  BB_CHECK_INPUT(alpha > 0, "LoraOptions.alpha = ", alpha, " must be positive");
+  BB_CHECK_INPUT(dropout >= 0 && dropout < 1, "LoraOptions.dropout = ", dropout,
+                 " must be in [0, 1)");
+  const auto options = torch::TensorOptions().dtype(weight.scalar_type()).device(weight.device());
+  auto a = register_module("lora_A", std::make_shared<torch::nn::Module>());
+  auto b = register_module("lora_B", std::make_shared<torch::nn::Module>());
+  lora_A = a->register_parameter("weight", torch::empty({rank, in_}, options));
+  lora_B = b->register_parameter("weight", torch::zeros({out_, rank}, options));
+  torch::nn::init::kaiming_uniform_(lora_A, std::sqrt(5.0));  // as torch.nn.Linear and PEFT
+  scale_ = alpha / double(rank);
+  dropout_ = dropout;
+}
+
+torch::Tensor AdaptedLinearImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = nn::linear(x, layout_ == WeightLayout::kOutIn ? weight : weight.t(),
+                               bias);  // (..., out)
+  if (!has_lora())
+    return y;
+  const torch::Tensor dropped = dropout_ > 0 ? torch::dropout(x, dropout_, is_training()) : x;
+  return y + nn::linear(nn::linear(dropped, lora_A), lora_B) * scale_;  // (..., out)
+}
+
+std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions& options) {
+  BB_CHECK_INPUT(!options.targets().empty(), "LoraOptions.targets names no module to adapt");
+  std::set<std::string> unmatched(options.targets().begin(), options.targets().end());
+  std::set<std::string> unmatched_trainable(options.trainable().begin(), options.trainable().end());
+  std::vector<std::string> adapted;
+  std::vector<std::shared_ptr<torch::nn::Module>> trainable;
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    bool target = false;
+    for (const std::string& pattern : options.targets()) {
+      if (names(item.key(), pattern)) {
+        target = true;
+        unmatched.erase(pattern);
+      }
+    }
+    if (target) {
+      BB_CHECK_INPUT(item.value()->as<AdaptedLinear>() != nullptr, "LoraOptions.targets: module \"",
+                     item.key(), "\" is not a linear layer that takes an adapter");
+      adapted.push_back(item.key());
+    }
+    for (const std::string& pattern : options.trainable()) {
+      if (names(item.key(), pattern)) {
+        unmatched_trainable.erase(pattern);
+        trainable.push_back(item.value());
+      }
+    }
+  }
+  BB_CHECK_INPUT(unmatched.empty(), "LoraOptions.targets: \"", *unmatched.begin(),
+                 "\" names no module of the model");
+  BB_CHECK_INPUT(unmatched_trainable.empty(), "LoraOptions.trainable: \"",
+                 *unmatched_trainable.begin(), "\" names no module of the model");
+  for (torch::Tensor& p : module.parameters())
+    p.requires_grad_(false);
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    for (const std::string& name : adapted) {
+      if (item.key() == name)
+        item.value()->as<AdaptedLinear>()->add_lora(options.rank(), options.alpha(),
+                                                    options.dropout());
+    }
+  }
+  for (const auto& kept : trainable) {
+    for (torch::Tensor& p : kept->parameters())
+      p.requires_grad_(true);
+  }
+  return adapted;
+}
+
+}  // namespace bigbatch::nn

@@ -1,0 +1,62 @@
+// LoRA (low-rank adapters, Hu et al. 2021) on frozen pretrained weights: a linear layer whose
+// weight stays as loaded while a rank-r update B A, scaled by alpha / r, trains beside it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bigbatch::nn {
+
+/// How a weight is stored: (out, in) as torch::nn::Linear, or (in, out) as Hugging Face's Conv1D.
+enum class WeightLayout { kOutIn, kInOut };
+
+/// A linear layer that can carry a LoRA adapter. Parameters `weight` and `bias` (if any) keep the
+/// checkpoint's names; add_lora() registers `lora_A.weight` (rank, in) and `lora_B.weight`
+/// (out, rank) beside them. Without an adapter it computes nn::linear(x, W, b).
+class AdaptedLinearImpl : public torch::nn::Module {
+ public:
+  AdaptedLinearImpl(int64_t in, int64_t out, bool bias, WeightLayout layout = WeightLayout::kOutIn);
+  /// x (..., in) -> (..., out): x W^T + b, plus (alpha / rank) B A dropout(x) with an adapter.
+  torch::Tensor forward(const torch::Tensor& x);
+  /// Adds an adapter of `rank` (A from kaiming-uniform as PEFT initialises it, B zero, so the
+  /// layer computes what it did until B trains). Throws InputError for rank < 1, alpha <= 0,
+  /// dropout outside [0, 1), or a second adapter.
+  void add_lora(int64_t rank, double alpha, double dropout);
+  /// Whether add_lora() was called.
+  bool has_lora() const { return lora_A.defined(); }
+
+  torch::Tensor weight, bias;
+  torch::Tensor lora_A, lora_B;  ///< (rank, in), (out, rank); undefined without an adapter
+
+ private:
+  int64_t in_, out_;
+  WeightLayout layout_;
+  double scale_ = 0.0, dropout_ = 0.0;
+};
+/// Module holder for AdaptedLinearImpl.
+TORCH_MODULE(AdaptedLinear);
+
+/// Which layers get adapters, and their size.
+struct LoraOptions {
+  TORCH_ARG(int64_t, rank) = 8;
+  TORCH_ARG(double, alpha) = 16.0;
+  TORCH_ARG(double, dropout) = 0.0;
+  /// Module names or their last components ("q_proj" adapts every "...q_proj"), as PEFT's
+  /// target_modules.
+  TORCH_ARG(std::vector<std::string>, targets) = {};
+  /// Modules that stay trainable in full besides the adapters (a fresh classifier head), matched
+  /// as `targets`; PEFT's modules_to_save.
+  TORCH_ARG(std::vector<std::string>, trainable) = {};
+};
+
+/// Adds an adapter to every AdaptedLinear of `module` that options.targets names and freezes every
+/// other parameter (requires_grad false: no gradient, no optimizer state) except those of the
+/// options.trainable modules. Returns the adapted modules' names. Throws InputError naming a
+/// target or trainable pattern that matches no module (a typo must not train nothing), or a
+/// target that is not an AdaptedLinear.
+std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions& options);
+
+}  // namespace bigbatch::nn

@@ -1,0 +1,89 @@
+// LoRA adapters: an adapter starts as a no-op, computes W x + b + (alpha / r) B A x, freezes the
+// rest of the model, and every targeting mistake is named.
+#include "bigbatch/nn/lora.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace bigbatch::nn {
+namespace {
+
+/// Two adaptable layers and a plain head: `proj.q`, `proj.v`, `head`.
+struct TinyModelImpl : torch::nn::Module {
+  TinyModelImpl() {
+    auto proj = register_module("proj", std::make_shared<torch::nn::Module>());
+    q = proj->register_module("q", AdaptedLinear(6, 4, true));
+    v = proj->register_module("v", AdaptedLinear(6, 4, false, WeightLayout::kInOut));
+    head = register_module("head", torch::nn::Linear(4, 3));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return head->forward(q->forward(x) + v->forward(x));
+  }
+  AdaptedLinear q{nullptr}, v{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(TinyModel);
+
+TEST(Lora, AnAdapterStartsAsANoOpThenAddsScaledBA) {
+  torch::manual_seed(1);
+  TinyModel model;
+  model->to(torch::kFloat64);
+  const torch::Tensor x = torch::randn({5, 6}, torch::kFloat64);
+  const torch::Tensor before = model->forward(x).detach();
+  const auto adapted = apply_lora(*model, LoraOptions().rank(2).alpha(8).targets({"q", "proj.v"}));
+  EXPECT_EQ(adapted, (std::vector<std::string>{"proj.q", "proj.v"}));
+  EXPECT_TRUE(torch::equal(model->forward(x), before));  // B starts at zero
+  EXPECT_EQ(model->q->lora_A.sizes(), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(model->q->lora_B.sizes(), (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(model->q->lora_A.scalar_type(), torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  model->q->lora_B.normal_();
+  const torch::Tensor expected =
+      torch::matmul(x, model->q->weight.t()) + model->q->bias +
+      4.0 * torch::matmul(torch::matmul(x, model->q->lora_A.t()), model->q->lora_B.t());
+  EXPECT_LE(testing::relative_difference(model->q->forward(x), expected), 1e-14);
+  // The (in, out) layout: W stored transposed.
+  EXPECT_LE(testing::relative_difference(model->v->forward(x), torch::matmul(x, model->v->weight)),
+            1e-14);
+}
+
+TEST(Lora, OnlyAdaptersAndTheNamedTrainableModulesTrain) {
+  TinyModel model;
+  apply_lora(*model, LoraOptions().rank(2).targets({"q"}).trainable({"head"}));
+  std::vector<std::string> trainable;
+  for (const auto& item : model->named_parameters()) {
+    if (item.value().requires_grad())
+      trainable.push_back(item.key());
+  }
+  EXPECT_EQ(trainable, (std::vector<std::string>{"proj.q.lora_A.weight", "proj.q.lora_B.weight",
+                                                 "head.weight", "head.bias"}));
+  model->forward(torch::randn({3, 6})).sum().backward();
+  EXPECT_FALSE(model->q->weight.grad().defined());
+  EXPECT_FALSE(model->v->weight.grad().defined());
+  EXPECT_TRUE(model->q->lora_B.grad().defined());
+  EXPECT_TRUE(model->head->weight.grad().defined());
+}
+
+TEST(Lora, TargetingMistakesAreNamed) {
+  TinyModel model;
+  EXPECT_EQ(testing::input_error_of([&] { apply_lora(*model, LoraOptions().targets({"k"})); }),
+            "LoraOptions.targets: \"k\" names no module of the model");
+  EXPECT_EQ(testing::input_error_of([&] {
+              apply_lora(*model, LoraOptions().targets({"q"}).trainable({"classifier"}));
+            }),
+            "LoraOptions.trainable: \"classifier\" names no module of the model");
+  EXPECT_EQ(testing::input_error_of([&] { apply_lora(*model, LoraOptions().targets({"head"})); }),
+            "LoraOptions.targets: module \"head\" is not a linear layer that takes an adapter");
+  EXPECT_EQ(testing::input_error_of([&] { apply_lora(*model, LoraOptions()); }),
+            "LoraOptions.targets names no module to adapt");
+  EXPECT_EQ(
+      testing::input_error_of([&] { apply_lora(*model, LoraOptions().rank(0).targets({"q"})); }),
+      "LoraOptions.rank = 0 must be >= 1");
+}
+
+}  // namespace
+}  // namespace bigbatch::nn

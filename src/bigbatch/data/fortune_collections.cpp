@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/data/shuffle.h"
 
@@ -20,11 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using NamedText = std::pair<std::string, std::string>;
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 bool is_blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n\v\f") == std::string::npos;

@@ -9,17 +9,13 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
 #include "bigbatch/core/table.h"
 
 namespace bigbatch::data {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 void check_options(const TextCorpusOptions& options) {
   const double fraction = options.val_fraction();

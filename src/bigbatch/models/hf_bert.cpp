@@ -3,6 +3,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/hf_weights.h"
 #include "bigbatch/models/hf_load.h"
+#include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
 
@@ -12,11 +13,6 @@ namespace {
 torch::nn::LayerNorm layer_norm(const HfBertConfig& config) {
   return torch::nn::LayerNorm(
       torch::nn::LayerNormOptions({config.hidden_size()}).eps(config.layer_norm_eps()));
-}
-
-/// An empty module that only names the level of a parameter path ("attention", "output").
-std::shared_ptr<torch::nn::Module> level(torch::nn::Module& parent, const std::string& name) {
-  return parent.register_module(name, std::make_shared<torch::nn::Module>());
 }
 
 }  // namespace
@@ -58,19 +54,19 @@ HfBertConfig read_hf_bert_config(io::HfConfig& c) {
 
 HfBertLayerImpl::HfBertLayerImpl(const HfBertConfig& config) : config_(config) {
   const int64_t hidden = config.hidden_size();
-  auto attention = level(*this, "attention");
-  auto self = level(*attention, "self");
+  auto attention = register_level(*this, "attention");
+  auto self = register_level(*attention, "self");
   query = self->register_module("query", nn::AdaptedLinear(hidden, hidden, true));
   key = self->register_module("key", nn::AdaptedLinear(hidden, hidden, true));
   value = self->register_module("value", nn::AdaptedLinear(hidden, hidden, true));
-  auto attention_output = level(*attention, "output");
+  auto attention_output = register_level(*attention, "output");
   attention_dense =
       attention_output->register_module("dense", nn::AdaptedLinear(hidden, hidden, true));
   attention_norm = attention_output->register_module("LayerNorm", layer_norm(config));
   intermediate_dense =
-      level(*this, "intermediate")
+      register_level(*this, "intermediate")
           ->register_module("dense", nn::AdaptedLinear(hidden, config.intermediate_size(), true));
-  auto output = level(*this, "output");
+  auto output = register_level(*this, "output");
   output_dense =
       output->register_module("dense", nn::AdaptedLinear(config.intermediate_size(), hidden, true));
   output_norm = output->register_module("LayerNorm", layer_norm(config));
@@ -97,8 +93,8 @@ torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::Attenti
 }
 
 HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
-  auto bert = level(*this, "bert");
-  auto embeddings = level(*bert, "embeddings");
+  auto bert = register_level(*this, "bert");
+  auto embeddings = register_level(*bert, "embeddings");
   const int64_t hidden = config.hidden_size();
   word_embeddings = embeddings->register_module("word_embeddings",
                                                 torch::nn::Embedding(config.vocab_size(), hidden));
@@ -107,11 +103,11 @@ HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
   token_type_embeddings = embeddings->register_module(
       "token_type_embeddings", torch::nn::Embedding(config.type_vocab_size(), hidden));
   embeddings_norm = embeddings->register_module("LayerNorm", layer_norm(config));
-  layer = level(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
+  layer = register_level(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
     layer->push_back(HfBertLayer(config));
   pooler_dense =
-      level(*bert, "pooler")->register_module("dense", torch::nn::Linear(hidden, hidden));
+      register_level(*bert, "pooler")->register_module("dense", torch::nn::Linear(hidden, hidden));
   classifier = register_module("classifier", torch::nn::Linear(hidden, config.num_labels()));
   // transformers' _init_weights for the parts a pretrained encoder may lack.
   torch::NoGradGuard no_grad;
@@ -124,18 +120,13 @@ HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
 torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
                                  const torch::Tensor& attention_mask,
                                  const torch::Tensor& token_type_ids) {
-  BB_CHECK_INPUT(input_ids.dim() == 2 && input_ids.scalar_type() == torch::kLong,
-                 "BERT expects int64 input_ids of shape (B, T), got ", input_ids.scalar_type(), " ",
-                 input_ids.sizes());
+  check_input_ids(input_ids, "BERT", "max_position_embeddings", config_.max_position_embeddings());
   const int64_t time = input_ids.size(1);
-  BB_CHECK_INPUT(
-      time >= 1 && time <= config_.max_position_embeddings(), "BERT input length T = ", time,
-      " is outside [1, max_position_embeddings = ", config_.max_position_embeddings(), "]");
-  for (const torch::Tensor* given : {&attention_mask, &token_type_ids}) {
-    BB_CHECK_INPUT(!given->defined() || given->sizes() == input_ids.sizes(),
-                   "BERT's attention_mask and token_type_ids must have the shape of input_ids ",
-                   input_ids.sizes(), ", got ", given->sizes());
-  }
+  BB_CHECK_INPUT(!token_type_ids.defined() || token_type_ids.sizes() == input_ids.sizes(),
+                 "BERT's token_type_ids must have the shape of input_ids ", input_ids.sizes(),
+                 ", got ", token_type_ids.sizes());
+  const nn::AttentionMask mask =
+      attention_mask_of(attention_mask, input_ids, /*causal=*/false, "BERT");
   const torch::Tensor positions = torch::arange(
       time, torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
   const torch::Tensor types =
@@ -143,9 +134,6 @@ torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
   torch::Tensor x = word_embeddings->forward(input_ids) + token_type_embeddings->forward(types) +
                     position_embeddings->forward(positions);  // (B, T, C)
   x = maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
-  nn::AttentionMask mask;
-  if (attention_mask.defined())
-    mask.padding = attention_mask.eq(0);  // (B, T), true at padding
   for (const auto& block : *layer)
     x = block->as<HfBertLayer>()->forward(x, mask);  // (B, T, C)
   return x;

@@ -5,6 +5,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/hf_weights.h"
 #include "bigbatch/models/hf_load.h"
+#include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
 
@@ -106,7 +107,7 @@ torch::Tensor HfGpt2BlockImpl::forward(const torch::Tensor& x, const nn::Attenti
 }
 
 HfGpt2Impl::HfGpt2Impl(const HfGpt2Config& config) : config_(config) {
-  transformer = register_module("transformer", std::make_shared<torch::nn::Module>());
+  transformer = register_level(*this, "transformer");
   wte = transformer->register_module("wte",
                                      torch::nn::Embedding(config.vocab_size(), config.n_embd()));
   wpe = transformer->register_module("wpe",
@@ -115,33 +116,20 @@ HfGpt2Impl::HfGpt2Impl(const HfGpt2Config& config) : config_(config) {
   for (int64_t i = 0; i < config.n_layer(); ++i)
     h->push_back(HfGpt2Block(config));
   ln_f = transformer->register_module("ln_f", layer_norm(config));
-  if (!config.tie_word_embeddings()) {
-    auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
-    lm_head_weight =
-        head->register_parameter("weight", torch::empty({config.vocab_size(), config.n_embd()}));
-    torch::nn::init::normal_(lm_head_weight, 0.0, 0.02);
-  }
+  if (!config.tie_word_embeddings())
+    lm_head_weight = register_untied_head(*this, config.vocab_size(), config.n_embd());
 }
 
 torch::Tensor HfGpt2Impl::forward(const torch::Tensor& input_ids,
                                   const torch::Tensor& attention_mask) {
-  BB_CHECK_INPUT(input_ids.dim() == 2 && input_ids.scalar_type() == torch::kLong,
-                 "GPT-2 expects int64 input_ids of shape (B, T), got ", input_ids.scalar_type(),
-                 " ", input_ids.sizes());
+  check_input_ids(input_ids, "GPT-2", "n_positions", config_.n_positions());
   const int64_t time = input_ids.size(1);
-  BB_CHECK_INPUT(time >= 1 && time <= config_.n_positions(), "GPT-2 input length T = ", time,
-                 " is outside [1, n_positions = ", config_.n_positions(), "]");
   const torch::Tensor positions = torch::arange(
       time, torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
   torch::Tensor x = wte->forward(input_ids) + wpe->forward(positions);               // (B, T, C)
   x = maybe_dropout(x, config_.embd_pdrop(), is_training());
-  nn::AttentionMask mask{/*causal=*/true, {}};
-  if (attention_mask.defined()) {
-    BB_CHECK_INPUT(attention_mask.sizes() == input_ids.sizes(),
-                   "GPT-2's attention_mask must have the shape of input_ids ", input_ids.sizes(),
-                   ", got ", attention_mask.sizes());
-    mask.padding = attention_mask.eq(0);  // (B, T), true at padding
-  }
+  const nn::AttentionMask mask =
+      attention_mask_of(attention_mask, input_ids, /*causal=*/true, "GPT-2");
   for (const auto& block : *h)
     x = block->as<HfGpt2Block>()->forward(x, mask);  // (B, T, C)
   x = ln_f->forward(x);

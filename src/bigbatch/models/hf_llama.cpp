@@ -5,6 +5,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/hf_weights.h"
 #include "bigbatch/models/hf_load.h"
+#include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
 
@@ -221,31 +222,22 @@ torch::Tensor HfLlamaLayerImpl::forward(const torch::Tensor& x, const torch::Ten
 }
 
 HfLlamaImpl::HfLlamaImpl(const HfLlamaConfig& config) : config_(config) {
-  model = register_module("model", std::make_shared<torch::nn::Module>());
+  model = register_level(*this, "model");
   embed_tokens = model->register_module(
       "embed_tokens", torch::nn::Embedding(config.vocab_size(), config.hidden_size()));
   layers = model->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
     layers->push_back(HfLlamaLayer(config));
   norm = model->register_module("norm", RmsNorm(config.hidden_size(), config.rms_norm_eps()));
-  if (!config.tie_word_embeddings()) {
-    auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
-    lm_head_weight = head->register_parameter(
-        "weight", torch::empty({config.vocab_size(), config.hidden_size()}));
-    torch::nn::init::normal_(lm_head_weight, 0.0, 0.02);
-  }
+  if (!config.tie_word_embeddings())
+    lm_head_weight = register_untied_head(*this, config.vocab_size(), config.hidden_size());
 }
 
 torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids,
                                    const torch::Tensor& attention_mask) {
-  BB_CHECK_INPUT(input_ids.dim() == 2 && input_ids.scalar_type() == torch::kLong,
-                 config_.model_type(), " expects int64 input_ids of shape (B, T), got ",
-                 input_ids.scalar_type(), " ", input_ids.sizes());
+  check_input_ids(input_ids, config_.model_type(), "max_position_embeddings",
+                  config_.max_position_embeddings());
   const int64_t time = input_ids.size(1);
-  BB_CHECK_INPUT(time >= 1 && time <= config_.max_position_embeddings(), config_.model_type(),
-                 " input length T = ", time,
-                 " is outside [1, max_position_embeddings = ", config_.max_position_embeddings(),
-                 "]");
   torch::Tensor x = embed_tokens->forward(input_ids);  // (B, T, C)
   // cos and sin in float32, as transformers computes them, then in the activations' dtype.
   const torch::Tensor positions =
@@ -255,13 +247,8 @@ torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids,
   const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);  // (T, D)
   const torch::Tensor cos = angles.cos().to(x.scalar_type());
   const torch::Tensor sin = angles.sin().to(x.scalar_type());
-  nn::AttentionMask mask{/*causal=*/true, {}};
-  if (attention_mask.defined()) {
-    BB_CHECK_INPUT(attention_mask.sizes() == input_ids.sizes(), config_.model_type(),
-                   "'s attention_mask must have the shape of input_ids ", input_ids.sizes(),
-                   ", got ", attention_mask.sizes());
-    mask.padding = attention_mask.eq(0);  // (B, T), true at padding
-  }
+  const nn::AttentionMask mask =
+      attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type());
   for (const auto& layer : *layers)
     x = layer->as<HfLlamaLayer>()->forward(x, cos, sin, mask);  // (B, T, C)
   x = norm->forward(x);

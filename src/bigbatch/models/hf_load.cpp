@@ -4,16 +4,9 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
 
 namespace bigbatch::models {
-namespace {
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
                                          const HfLoadOptions& options, const std::string& origin) {
@@ -24,12 +17,12 @@ std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::Hf
   const auto place = [&](const std::string& name, const torch::Tensor& destination) {
     auto found = weights.tensors.find(name);
     const std::string& prefix = options.optional_prefix();
-    if (found == weights.tensors.end() && !prefix.empty() && name.rfind(prefix, 0) == 0)
+    if (found == weights.tensors.end() && !prefix.empty() && starts_with(name, prefix))
       found = weights.tensors.find(name.substr(prefix.size()));
     if (found == weights.tensors.end()) {
       bool may_be_fresh = false;
       for (const std::string& fresh_prefix : options.fresh_prefixes())
-        may_be_fresh = may_be_fresh || name.rfind(fresh_prefix, 0) == 0;
+        may_be_fresh = may_be_fresh || starts_with(name, fresh_prefix);
       if (may_be_fresh)
         fresh.push_back(name);
       else

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
 #include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::nn {
@@ -11,10 +12,14 @@ namespace {
 
 /// Whether module `name` is what `pattern` names: the whole name or its last components.
 bool names(const std::string& name, const std::string& pattern) {
-  return name == pattern ||
-         (name.size() > pattern.size() &&
-          name.compare(name.size() - pattern.size(), pattern.size(), pattern) == 0 &&
-          name[name.size() - pattern.size() - 1] == '.');
+  return name == pattern || ends_with(name, "." + pattern);
+}
+
+void check_adapter(int64_t rank, double alpha, double dropout) {
+  BB_CHECK_INPUT(rank >= 1, "LoraOptions.rank = ", rank, " must be >= 1");
+  BB_CHECK_INPUT(alpha > 0, "LoraOptions.alpha = ", alpha, " must be positive");
+  BB_CHECK_INPUT(dropout >= 0 && dropout < 1, "LoraOptions.dropout = ", dropout,
+                 " must be in [0, 1)");
 }
 
 }  // namespace
@@ -30,10 +35,7 @@ AdaptedLinearImpl::AdaptedLinearImpl(int64_t in, int64_t out, bool with_bias, We
 
 void AdaptedLinearImpl::add_lora(int64_t rank, double alpha, double dropout) {
   BB_CHECK_INPUT(!has_lora(), "this layer has a LoRA adapter already");
-  BB_CHECK_INPUT(rank >= 1, "LoraOptions.rank = ", rank, " must be >= 1");
-  BB_CHECK_INPUT(alpha > 0, "LoraOptions.alpha = ", alpha, " must be positive");
-  BB_CHECK_INPUT(dropout >= 0 && dropout < 1, "LoraOptions.dropout = ", dropout,
-                 " must be in [0, 1)");
+  check_adapter(rank, alpha, dropout);
   const auto options = torch::TensorOptions().dtype(weight.scalar_type()).device(weight.device());
   auto a = register_module("lora_A", std::make_shared<torch::nn::Module>());
   auto b = register_module("lora_B", std::make_shared<torch::nn::Module>());
@@ -54,10 +56,13 @@ torch::Tensor AdaptedLinearImpl::forward(const torch::Tensor& x) {
 }
 
 std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions& options) {
+  // Every check before anything changes: a refused call leaves the model as it was.
   BB_CHECK_INPUT(!options.targets().empty(), "LoraOptions.targets names no module to adapt");
+  check_adapter(options.rank(), options.alpha(), options.dropout());
   std::set<std::string> unmatched(options.targets().begin(), options.targets().end());
   std::set<std::string> unmatched_trainable(options.trainable().begin(), options.trainable().end());
   std::vector<std::string> adapted;
+  std::vector<AdaptedLinearImpl*> layers;  // the adapted modules, in the order of `adapted`
   std::vector<std::shared_ptr<torch::nn::Module>> trainable;
   for (const auto& item : module.named_modules("", /*include_self=*/false)) {
     bool target = false;
@@ -68,9 +73,13 @@ std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions
       }
     }
     if (target) {
-      BB_CHECK_INPUT(item.value()->as<AdaptedLinear>() != nullptr, "LoraOptions.targets: module \"",
-                     item.key(), "\" is not a linear layer that takes an adapter");
+      auto* layer = item.value()->as<AdaptedLinear>();
+      BB_CHECK_INPUT(layer != nullptr && !layer->has_lora(), "LoraOptions.targets: module \"",
+                     item.key(),
+                     layer == nullptr ? "\" is not a linear layer that takes an adapter"
+                                      : "\" has a LoRA adapter already");
       adapted.push_back(item.key());
+      layers.push_back(layer);
     }
     for (const std::string& pattern : options.trainable()) {
       if (names(item.key(), pattern)) {
@@ -85,13 +94,8 @@ std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions
                  *unmatched_trainable.begin(), "\" names no module of the model");
   for (torch::Tensor& p : module.parameters())
     p.requires_grad_(false);
-  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
-    for (const std::string& name : adapted) {
-      if (item.key() == name)
-        item.value()->as<AdaptedLinear>()->add_lora(options.rank(), options.alpha(),
-                                                    options.dropout());
-    }
-  }
+  for (AdaptedLinearImpl* layer : layers)
+    layer->add_lora(options.rank(), options.alpha(), options.dropout());
   for (const auto& kept : trainable) {
     for (torch::Tensor& p : kept->parameters())
       p.requires_grad_(true);

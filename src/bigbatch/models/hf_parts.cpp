@@ -1,0 +1,43 @@
+#include "bigbatch/models/hf_parts.h"
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::models {
+
+std::shared_ptr<torch::nn::Module> register_level(torch::nn::Module& parent,
+                                                  const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
+torch::Tensor register_untied_head(torch::nn::Module& root, int64_t vocab, int64_t hidden) {
+  torch::Tensor weight =
+      register_level(root, "lm_head")->register_parameter("weight", torch::empty({vocab, hidden}));
+  torch::NoGradGuard no_grad;
+  torch::nn::init::normal_(weight, 0.0, 0.02);
+  return weight;
+}
+
+void check_input_ids(const torch::Tensor& input_ids, const std::string& model,
+                     const std::string& limit_field, int64_t limit) {
+  BB_CHECK_INPUT(input_ids.dim() == 2 && input_ids.scalar_type() == torch::kLong, model,
+                 " expects int64 input_ids of shape (B, T), got ", input_ids.scalar_type(), " ",
+                 input_ids.sizes());
+  const int64_t time = input_ids.size(1);
+  BB_CHECK_INPUT(time >= 1 && time <= limit, model, " input length T = ", time, " is outside [1, ",
+                 limit_field, " = ", limit, "]");
+}
+
+nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
+                                    const torch::Tensor& input_ids, bool causal,
+                                    const std::string& model) {
+  nn::AttentionMask mask{causal, {}};
+  if (attention_mask.defined()) {
+    BB_CHECK_INPUT(attention_mask.sizes() == input_ids.sizes(), model,
+                   "'s attention_mask must have the shape of input_ids ", input_ids.sizes(),
+                   ", got ", attention_mask.sizes());
+    mask.padding = attention_mask.eq(0);  // (B, T), true at padding
+  }
+  return mask;
+}
+
+}  // namespace bigbatch::models

@@ -1,0 +1,36 @@
+// Pieces the Hugging Face architectures (hf_gpt2, hf_llama, hf_bert) share: the empty modules
+// that only name a level of a parameter path, the untied output head, and the checks and mask of
+// their inputs.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bigbatch/nn/attention.h"
+
+namespace bigbatch::models {
+
+/// Registers an empty module `name` under `parent` that only names a level of the parameter
+/// paths ("transformer", "attention", "output"), as transformers nests its modules.
+std::shared_ptr<torch::nn::Module> register_level(torch::nn::Module& parent,
+                                                  const std::string& name);
+
+/// Registers `lm_head.weight` (vocab, hidden) under `root`, initialised normal(0, 0.02), for a
+/// model whose output head is not tied to its input embeddings; returns it.
+torch::Tensor register_untied_head(torch::nn::Module& root, int64_t vocab, int64_t hidden);
+
+/// Checks that input_ids are int64 of shape (B, T) with 1 <= T <= `limit`; InputError names
+/// `model` and `limit_field` (the config field of the limit) otherwise.
+void check_input_ids(const torch::Tensor& input_ids, const std::string& model,
+                     const std::string& limit_field, int64_t limit);
+
+/// The attention mask of a model's forward: `causal`, with padding where `attention_mask` (B, T)
+/// is 0 when it is defined. InputError names `model` when its shape is not input_ids'.
+nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
+                                    const torch::Tensor& input_ids, bool causal,
+                                    const std::string& model);
+
+}  // namespace bigbatch::models

@@ -83,6 +83,13 @@ TEST(Lora, TargetingMistakesAreNamed) {
   EXPECT_EQ(
       testing::input_error_of([&] { apply_lora(*model, LoraOptions().rank(0).targets({"q"})); }),
       "LoraOptions.rank = 0 must be >= 1");
+  // Every refusal above left the model as it was: nothing frozen, no adapter.
+  for (const auto& item : model->named_parameters())
+    EXPECT_TRUE(item.value().requires_grad()) << item.key();
+  EXPECT_FALSE(model->q->has_lora());
+  apply_lora(*model, LoraOptions().targets({"q"}));
+  EXPECT_EQ(testing::input_error_of([&] { apply_lora(*model, LoraOptions().targets({"q"})); }),
+            "LoraOptions.targets: module \"proj.q\" has a LoRA adapter already");
 }
 
 }  // namespace

@@ -117,6 +117,11 @@ HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
   }
 }
 
+void HfBertImpl::set_checkpointing(nn::CheckpointPolicy policy) {
+  nn::validate(policy);
+  checkpointing_ = policy;
+}
+
 torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
                                  const torch::Tensor& attention_mask,
                                  const torch::Tensor& token_type_ids) {
@@ -134,9 +139,10 @@ torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
   torch::Tensor x = word_embeddings->forward(input_ids) + token_type_embeddings->forward(types) +
                     position_embeddings->forward(positions);  // (B, T, C)
   x = maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
-  for (const auto& block : *layer)
-    x = block->as<HfBertLayer>()->forward(x, mask);  // (B, T, C)
-  return x;
+  return run_layers(layer, checkpointing_, is_training(), x,
+                    [layers = layer, mask](size_t i, const torch::Tensor& in) {
+                      return layers->ptr(i)->as<HfBertLayer>()->forward(in, mask);  // (B, T, C)
+                    });
 }
 
 torch::Tensor HfBertImpl::forward(const torch::Tensor& input_ids,

@@ -12,6 +12,7 @@
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/lora.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
 
@@ -73,6 +74,11 @@ class HfBertImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         const torch::Tensor& token_type_ids = {});
   const HfBertConfig& config() const { return config_; }
+  /// Chooses which layers forward() checkpoints in training (nn::checkpoint, one layer at a
+  /// time); throws InputError for an invalid policy.
+  void set_checkpointing(nn::CheckpointPolicy policy);
+  /// The checkpointing policy; CheckpointMode::kNone unless set_checkpointing was called.
+  const nn::CheckpointPolicy& checkpointing() const { return checkpointing_; }
 
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
       token_type_embeddings{nullptr};
@@ -82,6 +88,7 @@ class HfBertImpl : public torch::nn::Module {
 
  private:
   HfBertConfig config_;
+  nn::CheckpointPolicy checkpointing_;
 };
 /// Module holder for HfBertImpl.
 TORCH_MODULE(HfBert);

@@ -120,6 +120,11 @@ HfGpt2Impl::HfGpt2Impl(const HfGpt2Config& config) : config_(config) {
     lm_head_weight = register_untied_head(*this, config.vocab_size(), config.n_embd());
 }
 
+void HfGpt2Impl::set_checkpointing(nn::CheckpointPolicy policy) {
+  nn::validate(policy);
+  checkpointing_ = policy;
+}
+
 torch::Tensor HfGpt2Impl::forward(const torch::Tensor& input_ids,
                                   const torch::Tensor& attention_mask) {
   check_input_ids(input_ids, "GPT-2", "n_positions", config_.n_positions());
@@ -130,8 +135,10 @@ torch::Tensor HfGpt2Impl::forward(const torch::Tensor& input_ids,
   x = maybe_dropout(x, config_.embd_pdrop(), is_training());
   const nn::AttentionMask mask =
       attention_mask_of(attention_mask, input_ids, /*causal=*/true, "GPT-2");
-  for (const auto& block : *h)
-    x = block->as<HfGpt2Block>()->forward(x, mask);  // (B, T, C)
+  x = run_layers(h, checkpointing_, is_training(), x,
+                 [blocks = h, mask](size_t i, const torch::Tensor& in) {
+                   return blocks->ptr(i)->as<HfGpt2Block>()->forward(in, mask);  // (B, T, C)
+                 });
   x = ln_f->forward(x);
   return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : wte->weight);  // (B, T, V)
 }

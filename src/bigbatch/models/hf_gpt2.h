@@ -10,6 +10,7 @@
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/lora.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
 
@@ -90,6 +91,11 @@ class HfGpt2Impl : public torch::nn::Module {
                         const torch::Tensor& attention_mask = torch::Tensor());
 
   const HfGpt2Config& config() const { return config_; }
+  /// Chooses which layers forward() checkpoints in training (nn::checkpoint, one layer at a
+  /// time); throws InputError for an invalid policy.
+  void set_checkpointing(nn::CheckpointPolicy policy);
+  /// The checkpointing policy; CheckpointMode::kNone unless set_checkpointing was called.
+  const nn::CheckpointPolicy& checkpointing() const { return checkpointing_; }
 
   /// The GPT2Model inside: wte, wpe, h, ln_f.
   std::shared_ptr<torch::nn::Module> transformer;
@@ -101,6 +107,7 @@ class HfGpt2Impl : public torch::nn::Module {
 
  private:
   HfGpt2Config config_;
+  nn::CheckpointPolicy checkpointing_;
 };
 /// Module holder for HfGpt2Impl.
 TORCH_MODULE(HfGpt2);

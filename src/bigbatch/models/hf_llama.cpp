@@ -233,6 +233,11 @@ HfLlamaImpl::HfLlamaImpl(const HfLlamaConfig& config) : config_(config) {
     lm_head_weight = register_untied_head(*this, config.vocab_size(), config.hidden_size());
 }
 
+void HfLlamaImpl::set_checkpointing(nn::CheckpointPolicy policy) {
+  nn::validate(policy);
+  checkpointing_ = policy;
+}
+
 torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids,
                                    const torch::Tensor& attention_mask) {
   check_input_ids(input_ids, config_.model_type(), "max_position_embeddings",
@@ -249,8 +254,11 @@ torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids,
   const torch::Tensor sin = angles.sin().to(x.scalar_type());
   const nn::AttentionMask mask =
       attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type());
-  for (const auto& layer : *layers)
-    x = layer->as<HfLlamaLayer>()->forward(x, cos, sin, mask);  // (B, T, C)
+  x = run_layers(layers, checkpointing_, is_training(), x,
+                 [all = layers, cos, sin, mask](size_t i, const torch::Tensor& in) {
+                   return all->ptr(i)->as<HfLlamaLayer>()->forward(in, cos, sin,
+                                                                   mask);  // (B, T, C)
+                 });
   x = norm->forward(x);
   return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : embed_tokens->weight);
 }

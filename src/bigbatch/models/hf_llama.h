@@ -10,6 +10,7 @@
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/lora.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
 
@@ -119,6 +120,11 @@ class HfLlamaImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids,
                         const torch::Tensor& attention_mask = torch::Tensor());
   const HfLlamaConfig& config() const { return config_; }
+  /// Chooses which layers forward() checkpoints in training (nn::checkpoint, one layer at a
+  /// time); throws InputError for an invalid policy.
+  void set_checkpointing(nn::CheckpointPolicy policy);
+  /// The checkpointing policy; CheckpointMode::kNone unless set_checkpointing was called.
+  const nn::CheckpointPolicy& checkpointing() const { return checkpointing_; }
 
   std::shared_ptr<torch::nn::Module> model;  ///< LlamaModel: embed_tokens, layers, norm
   torch::nn::Embedding embed_tokens{nullptr};
@@ -128,6 +134,7 @@ class HfLlamaImpl : public torch::nn::Module {
 
  private:
   HfLlamaConfig config_;
+  nn::CheckpointPolicy checkpointing_;
 };
 /// Module holder for HfLlamaImpl.
 TORCH_MODULE(HfLlama);

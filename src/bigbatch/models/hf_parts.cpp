@@ -40,4 +40,19 @@ nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
   return mask;
 }
 
+torch::Tensor run_layers(const torch::nn::ModuleList& layers, const nn::CheckpointPolicy& policy,
+                         bool training, torch::Tensor x, const LayerCall& call) {
+  const bool may_checkpoint = training && torch::GradMode::is_enabled();
+  for (size_t i = 0; i < layers->size(); ++i) {
+    if (may_checkpoint && policy.applies_to(static_cast<int64_t>(i))) {
+      const std::vector<torch::Tensor> parameters = layers->ptr(i)->parameters();
+      x = nn::checkpoint([call, i](const torch::Tensor& in) { return call(i, in); }, x,
+                         parameters);  // (B, T, C)
+    } else {
+      x = call(i, x);  // (B, T, C)
+    }
+  }
+  return x;
+}
+
 }  // namespace bigbatch::models

@@ -6,10 +6,12 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "bigbatch/nn/attention.h"
+#include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
 
@@ -32,5 +34,15 @@ void check_input_ids(const torch::Tensor& input_ids, const std::string& model,
 nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
                                     const torch::Tensor& input_ids, bool causal,
                                     const std::string& model);
+
+/// One transformer layer of a model: layer `index` applied to x (B, T, C) -> (B, T, C). It is
+/// called again during backward when the layer is checkpointed, so it must capture what it uses
+/// (masks, rotary tables) by value.
+using LayerCall = std::function<torch::Tensor(size_t index, const torch::Tensor& x)>;
+
+/// Runs the `layers` in order on x (B, T, C) as `call(i, x)`; layer i runs under nn::checkpoint
+/// with its own parameters when `training`, grad mode is on and `policy` applies to i.
+torch::Tensor run_layers(const torch::nn::ModuleList& layers, const nn::CheckpointPolicy& policy,
+                         bool training, torch::Tensor x, const LayerCall& call);
 
 }  // namespace bigbatch::models

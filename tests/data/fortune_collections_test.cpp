@@ -216,6 +216,35 @@ TEST(FortuneCollections, DirectoryRulesForFiles) {
   EXPECT_THAT(named, HasSubstr("collections there: art, law, tiny"));
 }
 
+TEST(FortuneCollections, OneFolderPerClassOfTextFiles) {
+  TempDir dir;
+  for (int i = 0; i < 5; ++i) {
+    dir.write("pos/review" + std::to_string(i) + ".txt", "good %\nthing " + std::to_string(i));
+    dir.write("neg/review" + std::to_string(i) + ".txt", "bad " + std::to_string(i) + "\n");
+  }
+  dir.write("neg/blank.txt", " \n");                      // blank: dropped
+  dir.write("neg/.hidden", "secret");                     // hidden: not read
+  dir.write("neg/image.bin", std::string("GIF\0\0", 5));  // NUL byte: not text
+  dir.write("few/only.txt", "alone");                     // below min_per_class
+  const auto task = FortuneCollections::load(FortuneCollectionsOptions()
+                                                 .directory(dir.path().string())
+                                                 .min_per_class(2)
+                                                 .test_fraction(0.2));
+  EXPECT_EQ(task.class_names(), (Strings{"neg", "pos"}));
+  EXPECT_EQ(task.skipped(), Strings{"neg/image.bin: not text (holds a NUL byte)"});
+  EXPECT_EQ(task.train().size(), 8);
+  EXPECT_EQ(task.test().size(), 2);
+  // Every file is one sample, whole: a "%" line does not split it.
+  std::set<std::string> texts;
+  for (int64_t i = 0; i < task.train().size(); ++i)
+    texts.insert(task.train().text(i));
+  for (int64_t i = 0; i < task.test().size(); ++i)
+    texts.insert(task.test().text(i));
+  EXPECT_EQ(texts.count("good %\nthing 3"), 1u);
+  EXPECT_EQ(texts.count("bad 0\n"), 1u);
+  EXPECT_THAT(task.describe(), HasSubstr("10 texts from 2 folders"));
+}
+
 TEST(FortuneCollections, MissingOrEmptyDirectoryIsAnInputError) {
   TempDir dir;
   const std::string missing = (dir.path() / "nowhere").string();

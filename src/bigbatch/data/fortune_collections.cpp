@@ -61,9 +61,8 @@ bool read_text(const fs::path& file, std::string& text, std::string& cause) {
   return true;
 }
 
-/// The collections directly in `directory`, sorted by name; files passed over go to `skipped`.
-std::vector<NamedText> read_directory(const fs::path& directory,
-                                      std::vector<std::string>& skipped) {
+/// Throws InputError unless `directory` exists and is a directory.
+void check_directory(const fs::path& directory) {
   std::error_code error;
   const fs::file_status status = fs::status(directory, error);
   BB_CHECK_INPUT(status.type() != fs::file_type::not_found, "fortune directory '",
@@ -72,35 +71,103 @@ std::vector<NamedText> read_directory(const fs::path& directory,
                  "': ", error.message());
   BB_CHECK_INPUT(fs::is_directory(status), "fortune directory '", directory.string(),
                  "' is not a directory");
-  std::vector<NamedText> collections;
+}
+
+/// Whether `name` is passed over when a directory is listed: hidden files, fortune's *.dat
+/// indexes and the *.u8 links of Debian's package.
+bool is_ignored_name(const std::string& name) {
+  return name.empty() || name[0] == '.' || ends_with(name, ".dat") || ends_with(name, ".u8");
+}
+
+/// The text files directly in `directory`, sorted by name; files that are not text or cannot be
+/// read go to `skipped` as "<prefix>name: reason".
+std::vector<NamedText> read_text_files(const fs::path& directory, const std::string& prefix,
+                                       std::vector<std::string>& skipped) {
+  std::vector<NamedText> files;
   try {
     for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
       const std::string name = entry.path().filename().string();
-      if (name.empty() || name[0] == '.' || ends_with(name, ".dat") || ends_with(name, ".u8"))
-        continue;
-      if (entry.is_symlink() || !entry.is_regular_file())
+      if (is_ignored_name(name) || entry.is_symlink() || !entry.is_regular_file())
         continue;
       std::string text;
       std::string cause;
       if (!read_text(entry.path(), text, cause)) {
-        skipped.push_back(cat(name, ": cannot read (", cause, ")"));
+        skipped.push_back(cat(prefix, name, ": cannot read (", cause, ")"));
       } else if (text.find('\0') != std::string::npos) {
-        skipped.push_back(cat(name, ": not text (holds a NUL byte)"));
+        skipped.push_back(cat(prefix, name, ": not text (holds a NUL byte)"));
       } else {
-        collections.emplace_back(name, std::move(text));
+        files.emplace_back(name, std::move(text));
       }
     }
   } catch (const fs::filesystem_error& e) {
-    throw InputError(
-        cat("cannot list fortune directory '", directory.string(), "': ", e.code().message()));
+    throw InputError(cat("cannot list directory '", directory.string(), "': ", e.code().message()));
   }
-  BB_CHECK_INPUT(!collections.empty(), "fortune directory '", directory.string(),
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// Whether `directory` holds one folder per class: it has folders and no file read as a
+/// collection.
+bool holds_class_folders(const fs::path& directory) {
+  bool folders = false;
+  try {
+    for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
+      const std::string name = entry.path().filename().string();
+      if (is_ignored_name(name) || entry.is_symlink())
+        continue;
+      if (entry.is_regular_file())
+        return false;
+      folders = folders || entry.is_directory();
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw InputError(cat("cannot list directory '", directory.string(), "': ", e.code().message()));
+  }
+  return folders;
+}
+
+/// The samples of each class, by class name.
+using ClassSamples = std::map<std::string, std::vector<std::string>>;
+
+/// The fortune files directly in `directory`, each split into its fortunes.
+ClassSamples read_fortune_files(const fs::path& directory, std::vector<std::string>& skipped) {
+  const std::vector<NamedText> files = read_text_files(directory, "", skipped);
+  BB_CHECK_INPUT(!files.empty(), "fortune directory '", directory.string(),
                  "' has no fortune collections (regular text files, not hidden, not symlinks, "
                  "not *.dat or *.u8)",
                  skipped.empty() ? "" : "; skipped: ", join(skipped));
-  std::sort(collections.begin(), collections.end());
+  ClassSamples samples;
+  for (const auto& [name, text] : files)
+    samples[name] = split_fortunes(text);
   std::sort(skipped.begin(), skipped.end());
-  return collections;
+  return samples;
+}
+
+/// One class per folder of `directory`, each text file in it one sample (blank ones dropped).
+ClassSamples read_class_folders(const fs::path& directory, std::vector<std::string>& skipped) {
+  ClassSamples samples;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    if (is_ignored_name(name) || entry.is_symlink() || !entry.is_directory())
+      continue;
+    std::vector<std::string>& texts = samples[name];
+    for (auto& [file, text] : read_text_files(entry.path(), name + "/", skipped)) {
+      if (!is_blank(text))
+        texts.push_back(std::move(text));
+    }
+  }
+  std::sort(skipped.begin(), skipped.end());
+  return samples;
+}
+
+/// The fortune files of `texts`, each split into its fortunes; a name given twice is refused.
+ClassSamples split_texts(const std::vector<NamedText>& texts, const std::string& origin) {
+  ClassSamples samples;
+  for (const auto& [name, text] : texts) {
+    BB_CHECK_INPUT(samples.count(name) == 0, "fortune collection '", name, "' appears twice in ",
+                   origin);
+    samples[name] = split_fortunes(text);
+  }
+  return samples;
 }
 
 /// One collection split into fortunes.
@@ -110,19 +177,12 @@ struct Collection {
 };
 
 /// The collections that become classes, sorted by name.
-std::vector<Collection> choose(const std::vector<NamedText>& texts,
-                               const std::vector<std::string>& skipped,
+std::vector<Collection> choose(ClassSamples all, const std::vector<std::string>& skipped,
                                const FortuneCollectionsOptions& options,
                                const std::string& origin) {
-  std::map<std::string, std::vector<std::string>> all;
   std::vector<std::string> names;
-  for (const auto& [name, text] : texts) {
-    BB_CHECK_INPUT(all.count(name) == 0, "fortune collection '", name, "' appears twice in ",
-                   origin);
-    all[name] = split_fortunes(text);
-    names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
+  for (const auto& named : all)
+    names.push_back(named.first);  // sorted: a map's order
 
   std::vector<Collection> chosen;
   if (!options.collections().empty()) {
@@ -260,22 +320,27 @@ std::vector<int64_t> FortuneDataset::class_counts() const {
 
 FortuneCollections FortuneCollections::load(const FortuneCollectionsOptions& options) {
   check_options(options);
+  check_directory(options.directory());
   std::vector<std::string> skipped;
-  const std::vector<NamedText> texts = read_directory(options.directory(), skipped);
-  return FortuneCollections(texts, std::move(skipped), cat("'", options.directory(), "'"), options);
+  const bool folders = holds_class_folders(options.directory());
+  ClassSamples samples = folders ? read_class_folders(options.directory(), skipped)
+                                 : read_fortune_files(options.directory(), skipped);
+  return FortuneCollections(std::move(samples), std::move(skipped),
+                            cat("'", options.directory(), "'"), options, folders);
 }
 
 FortuneCollections FortuneCollections::from_texts(const std::vector<NamedText>& collections,
                                                   const FortuneCollectionsOptions& options) {
   check_options(options);
-  return FortuneCollections(collections, {}, "the given texts", options);
+  return FortuneCollections(split_texts(collections, "the given texts"), {}, "the given texts",
+                            options, /*folders=*/false);
 }
 
-FortuneCollections::FortuneCollections(const std::vector<NamedText>& collections,
+FortuneCollections::FortuneCollections(std::map<std::string, std::vector<std::string>> samples,
                                        std::vector<std::string> skipped, const std::string& origin,
-                                       const FortuneCollectionsOptions& options)
-    : options_(options), skipped_(std::move(skipped)) {
-  const std::vector<Collection> chosen = choose(collections, skipped_, options, origin);
+                                       const FortuneCollectionsOptions& options, bool folders)
+    : options_(options), skipped_(std::move(skipped)), folders_(folders) {
+  const std::vector<Collection> chosen = choose(std::move(samples), skipped_, options, origin);
   std::vector<std::string> class_names;
   for (const Collection& collection : chosen)
     class_names.push_back(collection.name);
@@ -305,10 +370,12 @@ FortuneCollections::FortuneCollections(const std::vector<NamedText>& collections
 }
 
 std::string FortuneCollections::describe() const {
-  return cat(group_thousands(train_->size() + test_->size()), " fortunes from ",
-             class_names().size(), " collections, up to ", options_.max_bytes(), " bytes (",
-             group_thousands(train_->truncated() + test_->truncated()), " truncated); train ",
-             group_thousands(train_->size()), ", test ", group_thousands(test_->size()));
+  return cat(group_thousands(train_->size() + test_->size()),
+             folders_ ? " texts from " : " fortunes from ", class_names().size(),
+             folders_ ? " folders, up to " : " collections, up to ", options_.max_bytes(),
+             " bytes (", group_thousands(train_->truncated() + test_->truncated()),
+             " truncated); train ", group_thousands(train_->size()), ", test ",
+             group_thousands(test_->size()));
 }
 
 }  // namespace bigbatch::data

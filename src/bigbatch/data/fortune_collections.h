@@ -4,6 +4,7 @@
 #include <torch/arg.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -94,6 +95,9 @@ class FortuneDataset : public Dataset {
 /// the chosen collections in sorted name order. The test split takes, from each class
 /// separately, round(test_fraction * n) of its n fortunes (at most n - 1), drawn with
 /// epoch_permutation(n, seed, class id); everything else is train. Both splits keep file order.
+/// A directory that holds folders and no such file is read as one class per folder instead:
+/// each text file of a folder (the same rules) is one sample, blank ones dropped, in file-name
+/// order, and skipped() names files as "folder/file: reason".
 /// Usage:
 ///   auto fortunes = FortuneCollections::load(FortuneCollectionsOptions().max_bytes(128));
 ///   Batch batch = fortunes.train().get({0, 1});  // inputs (2, 128), targets (2), int64
@@ -130,12 +134,13 @@ class FortuneCollections {
   std::string describe() const;
 
  private:
-  FortuneCollections(const std::vector<std::pair<std::string, std::string>>& collections,
+  FortuneCollections(std::map<std::string, std::vector<std::string>> samples,
                      std::vector<std::string> skipped, const std::string& origin,
-                     const FortuneCollectionsOptions& options);
+                     const FortuneCollectionsOptions& options, bool folders);
 
   FortuneCollectionsOptions options_;
   std::vector<std::string> skipped_;
+  bool folders_ = false;  ///< classes from folders of text files, not fortune files
   std::shared_ptr<const FortuneDataset> train_;
   std::shared_ptr<const FortuneDataset> test_;
 };

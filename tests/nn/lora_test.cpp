@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bigbatch/core/check.h"
 #include "support/test_support.h"
 
 namespace bigbatch::nn {
@@ -90,6 +91,42 @@ TEST(Lora, TargetingMistakesAreNamed) {
   apply_lora(*model, LoraOptions().targets({"q"}));
   EXPECT_EQ(testing::input_error_of([&] { apply_lora(*model, LoraOptions().targets({"q"})); }),
             "LoraOptions.targets: module \"proj.q\" has a LoRA adapter already");
+}
+
+TEST(Lora, FrozenWeightsStoredInBf16ComputeAsTheirRoundedValues) {
+  torch::manual_seed(3);
+  TinyModel model;
+  apply_lora(*model, LoraOptions().rank(2).targets({"q", "v"}));
+  const torch::Tensor x = torch::randn({5, 6});
+  // The same model with its adapted layers' frozen weights rounded to bf16, kept in float32.
+  TinyModel rounded;
+  {
+    torch::NoGradGuard no_grad;
+    apply_lora(*rounded, LoraOptions().rank(2).targets({"q", "v"}));
+    const auto from = model->named_parameters();
+    for (auto& item : rounded->named_parameters()) {
+      const torch::Tensor source = from[item.key()];
+      const bool base = item.key().rfind("proj.", 0) == 0 && !source.requires_grad();
+      item.value().copy_(base ? source.to(torch::kBFloat16).to(torch::kFloat) : source);
+    }
+  }
+  const int64_t freed = store_frozen_weights(*model, torch::kBFloat16);
+  EXPECT_EQ(freed, (4 * 6 + 4 + 6 * 4) * 2);  // q's weight and bias, v's weight: 4 bytes -> 2
+  EXPECT_EQ(model->q->weight.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(model->q->bias.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(model->q->lora_A.scalar_type(), torch::kFloat);     // adapters stay float32
+  EXPECT_EQ(model->head->weight.scalar_type(), torch::kFloat);  // not an adapted layer
+  {
+    torch::NoGradGuard no_grad;  // a trained B, so that the adapter contributes
+    model->q->lora_B.normal_();
+    rounded->q->lora_B.copy_(model->q->lora_B);
+  }
+  const torch::Tensor y = model->forward(x);
+  EXPECT_TRUE(torch::allclose(y, rounded->forward(x), 1e-6, 1e-6));
+  y.sum().backward();
+  EXPECT_TRUE(model->q->lora_B.grad().defined());
+  EXPECT_FALSE(model->q->weight.grad().defined());
+  EXPECT_THROW(store_frozen_weights(*model, torch::kFloat64), InputError);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/strings.h"
+#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::nn {
@@ -47,8 +48,13 @@ void AdaptedLinearImpl::add_lora(int64_t rank, double alpha, double dropout) {
 }
 
 torch::Tensor AdaptedLinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y = nn::linear(x, layout_ == WeightLayout::kOutIn ? weight : weight.t(),
-                               bias);  // (..., out)
+  // A frozen weight stored narrower than the activations (store_frozen_weights) is widened for
+  // the product; under autocast the product casts it itself.
+  const bool widen =
+      weight.scalar_type() != x.scalar_type() && !compat::autocast_enabled(x.device().type());
+  const torch::Tensor w = widen ? weight.to(x.scalar_type()) : weight;
+  const torch::Tensor b = widen && bias.defined() ? bias.to(x.scalar_type()) : bias;
+  torch::Tensor y = nn::linear(x, layout_ == WeightLayout::kOutIn ? w : w.t(), b);  // (..., out)
   if (!has_lora())
     return y;
   const torch::Tensor dropped = dropout_ > 0 ? torch::dropout(x, dropout_, is_training()) : x;
@@ -101,6 +107,25 @@ std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions
       p.requires_grad_(true);
   }
   return adapted;
+}
+
+int64_t store_frozen_weights(torch::nn::Module& module, torch::Dtype dtype) {
+  BB_CHECK_INPUT(dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf,
+                 "frozen weights can be stored in float32, bfloat16 or float16, not ", dtype);
+  int64_t freed = 0;
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    auto* layer = item.value()->as<AdaptedLinear>();
+    if (layer == nullptr)
+      continue;
+    for (torch::Tensor* tensor : {&layer->weight, &layer->bias}) {
+      if (!tensor->defined() || tensor->requires_grad() || tensor->scalar_type() == dtype)
+        continue;
+      const int64_t before = tensor->numel() * static_cast<int64_t>(tensor->element_size());
+      tensor->set_data(tensor->to(dtype));
+      freed += before - tensor->numel() * static_cast<int64_t>(tensor->element_size());
+    }
+  }
+  return freed;
 }
 
 }  // namespace bigbatch::nn

@@ -59,4 +59,11 @@ struct LoraOptions {
 /// target that is not an AdaptedLinear.
 std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions& options);
 
+/// Stores the frozen (requires_grad false) weight and bias of every AdaptedLinear in `module` in
+/// `dtype`: bfloat16 or float16 halve the memory of the base weights while adapters and
+/// everything trainable stay as they are. Outside autocast, forward widens them to the
+/// activations' dtype for the product. Returns the bytes freed (negative when widening).
+/// Throws InputError for a dtype other than float32, bfloat16 and float16.
+int64_t store_frozen_weights(torch::nn::Module& module, torch::Dtype dtype);
+
 }  // namespace bigbatch::nn

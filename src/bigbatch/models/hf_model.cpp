@@ -1,0 +1,108 @@
+#include "bigbatch/models/hf_model.h"
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/table.h"
+#include "bigbatch/io/hf_config.h"
+
+namespace bigbatch::models {
+
+std::string hf_model_types() {
+  return "gpt2, llama, mistral, qwen2, bert";
+}
+
+std::string read_hf_model_type(const std::string& directory) {
+  io::HfConfig config = io::HfConfig::read(directory);
+  return config.model_type({"gpt2", "llama", "mistral", "qwen2", "bert"});
+}
+
+HfTask hf_task_of(const std::string& model_type) {
+  return model_type == "bert" ? HfTask::kClassification : HfTask::kCausalLm;
+}
+
+std::shared_ptr<torch::nn::Module> HfModel::module() const {
+  if (gpt2)
+    return gpt2.ptr();
+  if (llama)
+    return llama.ptr();
+  return bert.ptr();
+}
+
+torch::Tensor HfModel::forward(const torch::Tensor& input_ids,
+                               const torch::Tensor& attention_mask) const {
+  if (gpt2)
+    return gpt2.ptr()->forward(input_ids, attention_mask);
+  if (llama)
+    return llama.ptr()->forward(input_ids, attention_mask);
+  return bert.ptr()->forward(input_ids, attention_mask);
+}
+
+void HfModel::set_checkpointing(const nn::CheckpointPolicy& policy) const {
+  if (gpt2)
+    gpt2.ptr()->set_checkpointing(policy);
+  else if (llama)
+    llama.ptr()->set_checkpointing(policy);
+  else
+    bert.ptr()->set_checkpointing(policy);
+}
+
+int64_t HfModel::max_positions() const {
+  if (gpt2)
+    return gpt2->config().n_positions();
+  if (llama)
+    return llama->config().max_position_embeddings();
+  return bert->config().max_position_embeddings();
+}
+
+int64_t HfModel::outputs() const {
+  if (gpt2)
+    return gpt2->config().vocab_size();
+  if (llama)
+    return llama->config().vocab_size();
+  return bert->config().num_labels();
+}
+
+int64_t HfModel::layers() const {
+  if (gpt2)
+    return gpt2->config().n_layer();
+  if (llama)
+    return llama->config().num_hidden_layers();
+  return bert->config().num_hidden_layers();
+}
+
+std::string HfModel::describe() const {
+  if (gpt2) {
+    const HfGpt2Config& c = gpt2->config();
+    return cat("gpt2: ", c.n_layer(), " layers, width ", c.n_embd(), ", ", c.n_head(),
+               " heads, vocabulary ", group_thousands(c.vocab_size()), ", context ",
+               group_thousands(c.n_positions()));
+  }
+  if (llama) {
+    const HfLlamaConfig& c = llama->config();
+    return cat(c.model_type(), ": ", c.num_hidden_layers(), " layers, width ", c.hidden_size(),
+               ", ", c.num_attention_heads(), " heads (", c.num_key_value_heads(),
+               " key/value), vocabulary ", group_thousands(c.vocab_size()), ", context ",
+               group_thousands(c.max_position_embeddings()));
+  }
+  const HfBertConfig& c = bert->config();
+  return cat("bert: ", c.num_hidden_layers(), " layers, width ", c.hidden_size(), ", ",
+             c.num_attention_heads(), " heads, vocabulary ", group_thousands(c.vocab_size()), ", ",
+             c.num_labels(), " classes");
+}
+
+HfModel load_hf_model(const std::string& directory, int64_t num_labels) {
+  HfModel model;
+  model.model_type = read_hf_model_type(directory);
+  model.task = hf_task_of(model.model_type);
+  if (model.model_type == "gpt2") {
+    model.gpt2 = load_hf_gpt2(directory);
+  } else if (model.model_type == "bert") {
+    LoadedHfBert loaded = load_hf_bert(directory, num_labels);
+    model.bert = loaded.model;
+    model.fresh = std::move(loaded.fresh);
+  } else {
+    model.llama = load_hf_llama(directory);
+  }
+  return model;
+}
+
+}  // namespace bigbatch::models

@@ -1,0 +1,69 @@
+// Any supported Hugging Face architecture behind one interface: what the training job, predict,
+// generate and export need of a model directory, whichever model_type its config.json names.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bigbatch/models/hf_bert.h"
+#include "bigbatch/models/hf_gpt2.h"
+#include "bigbatch/models/hf_llama.h"
+#include "bigbatch/nn/recompute.h"
+
+namespace bigbatch::models {
+
+/// What a model of a Hugging Face directory is trained for.
+enum class HfTask {
+  kCausalLm,        ///< next-token prediction: logits (B, T, vocab)
+  kClassification,  ///< one class per sequence: logits (B, num_labels)
+};
+
+/// The model_type values bigbatch implements, for messages: "gpt2, llama, mistral, qwen2, bert".
+std::string hf_model_types();
+
+/// The model_type of `directory`/config.json; throws InputError naming the file, or the value
+/// and hf_model_types() when it is not one of them.
+std::string read_hf_model_type(const std::string& directory);
+
+/// The task a model_type trains for: kClassification for "bert", kCausalLm otherwise.
+HfTask hf_task_of(const std::string& model_type);
+
+/// A loaded model of any supported architecture. Exactly one of gpt2, llama and bert is set.
+struct HfModel {
+  std::string model_type;
+  HfTask task = HfTask::kCausalLm;
+  HfGpt2 gpt2{nullptr};
+  HfLlama llama{nullptr};
+  HfBert bert{nullptr};
+  /// Tensors initialised afresh because the checkpoint lacks them (a classifier head).
+  std::vector<std::string> fresh;
+
+  /// The module (parameters named as in the checkpoint).
+  std::shared_ptr<torch::nn::Module> module() const;
+  /// input_ids (B, T) int64; attention_mask (B, T) with 1 at real tokens, or undefined -> logits
+  /// (B, T, vocab) for a causal LM, (B, num_labels) for a classifier.
+  torch::Tensor forward(const torch::Tensor& input_ids,
+                        const torch::Tensor& attention_mask = {}) const;
+  /// Sets activation checkpointing per layer; throws InputError for an invalid policy.
+  void set_checkpointing(const nn::CheckpointPolicy& policy) const;
+  /// The longest input the positions allow (n_positions or max_position_embeddings).
+  int64_t max_positions() const;
+  /// Logits per position: the vocabulary, or the classes of a classifier.
+  int64_t outputs() const;
+  /// Transformer layers.
+  int64_t layers() const;
+  /// The config in one line, for example "llama: 30 layers, width 576, 9 heads (3 key/value),
+  /// vocabulary 49,152".
+  std::string describe() const;
+};
+
+/// The model of `directory` in float32 with its weights; a classifier (bert) gets `num_labels`
+/// classes (0: the config's). Throws InputError naming the directory and what is wrong.
+HfModel load_hf_model(const std::string& directory, int64_t num_labels = 0);
+
+}  // namespace bigbatch::models

@@ -124,5 +124,23 @@ TEST(GenerateText, RejectsNonPositiveTemperature) {
   }
 }
 
+TEST(GenerateIds, FeedsTheLastContextIdsAndStopsAfterTheStopId) {
+  std::vector<int64_t> seen_lengths;
+  // Logits (1, T, 5) favouring id (T + 1) % 5: the next id depends on the window fed.
+  const auto forward = [&seen_lengths](const torch::Tensor& ids) {
+    const int64_t time = ids.size(1);
+    seen_lengths.push_back(time);
+    torch::Tensor logits = torch::zeros({1, time, 5});
+    logits[0][time - 1][(time + 1) % 5] = 10.0;
+    return logits;
+  };
+  const SampleOptions greedy = SampleOptions().top_k(1).max_new_bytes(6);
+  EXPECT_EQ(generate_ids(forward, {7}, /*context=*/3, greedy),
+            (std::vector<int64_t>{2, 3, 4, 4, 4, 4}));
+  EXPECT_EQ(seen_lengths, (std::vector<int64_t>{1, 2, 3, 3, 3, 3}));
+  EXPECT_EQ(generate_ids(forward, {7}, 3, greedy, /*stop=*/3), (std::vector<int64_t>{2, 3}));
+  EXPECT_THROW(generate_ids(forward, {}, 3, greedy), InputError);
+}
+
 }  // namespace
 }  // namespace bigbatch::models

@@ -21,44 +21,63 @@ torch::Tensor keep_top_k(const torch::Tensor& logits, int64_t top_k) {
       .scatter(/*dim=*/0, std::get<1>(top), std::get<0>(top));
 }
 
-}  // namespace
-
-std::string generate_text(Gpt& model, const std::string& prompt, const SampleOptions& options) {
+/// Throws InputError unless temperature > 0 and max_new_bytes >= 0.
+void check_sample_options(const SampleOptions& options) {
   BB_CHECK_INPUT(options.temperature() > 0.0, "SampleOptions.temperature must be > 0, got ",
                  options.temperature());
   BB_CHECK_INPUT(options.max_new_bytes() >= 0, "SampleOptions.max_new_bytes must be >= 0, got ",
                  options.max_new_bytes());
-  BB_CHECK_INPUT(model->options().vocab() <= 256,
-                 "generate_text needs a byte-level model (GptOptions.vocab <= 256), got vocab ",
-                 model->options().vocab());
-  torch::NoGradGuard no_grad;
-  nn::ModeGuard eval_mode(*model, /*train=*/false);
+}
+
+}  // namespace
+
+std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                                  std::vector<int64_t> tokens, int64_t context,
+                                  const SampleOptions& options, std::optional<int64_t> stop,
+                                  torch::Device device) {
+  check_sample_options(options);
+  BB_CHECK_INPUT(!tokens.empty(), "generate_ids needs at least one prompt token");
+  BB_CHECK_INPUT(context >= 1, "generate_ids needs a context of at least 1, got ", context);
   torch::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed());
-  const auto context = static_cast<size_t>(model->options().context());
-  const torch::Device device = model->tok_embed->weight.device();
-
-  std::vector<int64_t> tokens;
-  for (const char c : prompt)
-    tokens.push_back(static_cast<unsigned char>(c));
-  if (tokens.empty())
-    tokens.push_back('\n');
-
-  std::string text = prompt;
+  const auto window_size = static_cast<size_t>(context);
+  std::vector<int64_t> generated;
   for (int64_t step = 0; step < options.max_new_bytes(); ++step) {
-    const size_t start = tokens.size() > context ? tokens.size() - context : 0;
+    const size_t start = tokens.size() > window_size ? tokens.size() - window_size : 0;
     const std::vector<int64_t> window(tokens.begin() + static_cast<std::ptrdiff_t>(start),
                                       tokens.end());
     const torch::Tensor inputs =
-        torch::tensor(window, torch::kLong).unsqueeze(0).to(device);       // (1, T)
-    torch::Tensor logits = model->forward(inputs)[0][-1].to(torch::kCPU);  // (vocab)
+        torch::tensor(window, torch::kLong).unsqueeze(0).to(device);               // (1, T)
+    torch::Tensor logits = forward(inputs)[0][-1].to(torch::kCPU, torch::kFloat);  // (vocab)
     logits = keep_top_k(logits / options.temperature(), options.top_k());
     const torch::Tensor probs = torch::softmax(logits, /*dim=*/-1);  // (vocab)
     const int64_t next =
         torch::multinomial(probs, /*num_samples=*/1, /*replacement=*/false, generator)
             .item<int64_t>();
     tokens.push_back(next);
-    text.push_back(static_cast<char>(static_cast<unsigned char>(next)));
+    generated.push_back(next);
+    if (stop && next == *stop)
+      break;
   }
+  return generated;
+}
+
+std::string generate_text(Gpt& model, const std::string& prompt, const SampleOptions& options) {
+  check_sample_options(options);
+  BB_CHECK_INPUT(model->options().vocab() <= 256,
+                 "generate_text needs a byte-level model (GptOptions.vocab <= 256), got vocab ",
+                 model->options().vocab());
+  torch::NoGradGuard no_grad;
+  nn::ModeGuard eval_mode(*model, /*train=*/false);
+  std::vector<int64_t> tokens;
+  for (const char c : prompt)
+    tokens.push_back(static_cast<unsigned char>(c));
+  if (tokens.empty())
+    tokens.push_back('\n');
+  std::string text = prompt;
+  for (const int64_t byte : generate_ids(
+           [&model](const torch::Tensor& ids) { return model->forward(ids); }, tokens,
+           model->options().context(), options, std::nullopt, model->tok_embed->weight.device()))
+    text.push_back(static_cast<char>(static_cast<unsigned char>(byte)));
   return text;
 }
 

@@ -1,16 +1,19 @@
-// Byte-level text generation from a Gpt.
+// Text generation: drawing token after token from a causal model's last logits.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "bigbatch/models/gpt.h"
 
 namespace bigbatch::models {
 
-/// How generate_text draws each new byte.
+/// How generate_text and generate_ids draw each new byte or token.
 struct SampleOptions {
-  /// Number of bytes appended to the prompt (>= 0).
+  /// Number of bytes (generate_text) or tokens (generate_ids) appended to the prompt (>= 0).
   TORCH_ARG(int64_t, max_new_bytes) = 300;
   /// Logits are divided by this before the softmax; must be > 0 (smaller is greedier).
   TORCH_ARG(double, temperature) = 0.8;
@@ -27,5 +30,17 @@ struct SampleOptions {
 /// Runs in eval mode without autograd and restores the model's train/eval mode afterwards.
 /// Throws bigbatch::InputError if temperature <= 0, max_new_bytes < 0 or vocab > 256.
 std::string generate_text(Gpt& model, const std::string& prompt, const SampleOptions& options);
+
+/// Continues the token ids `prompt` (not empty) with up to max_new_bytes drawn ids, as
+/// generate_text does for bytes: each step feeds the last `context` ids to `forward` (ids (1, T)
+/// int64 -> logits (1, T, V)), applies temperature and top-k to the last position's logits and
+/// draws from a private generator seeded with options.seed. Stops after drawing `stop` (which is
+/// returned). Returns the new ids only. The caller sets eval mode and no-grad. Throws InputError
+/// for temperature <= 0, max_new_bytes < 0 or an empty prompt.
+std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                                  std::vector<int64_t> prompt, int64_t context,
+                                  const SampleOptions& options,
+                                  std::optional<int64_t> stop = std::nullopt,
+                                  torch::Device device = torch::kCPU);
 
 }  // namespace bigbatch::models

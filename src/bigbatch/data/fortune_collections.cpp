@@ -1,13 +1,10 @@
 #include "bigbatch/data/fortune_collections.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
@@ -15,12 +12,12 @@
 #include "bigbatch/core/strings.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/data/shuffle.h"
+#include "bigbatch/data/text_files.h"
 
 namespace bigbatch::data {
 namespace {
 
 namespace fs = std::filesystem;
-using NamedText = std::pair<std::string, std::string>;
 
 bool is_blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n\v\f") == std::string::npos;
@@ -43,24 +40,6 @@ void check_options(const FortuneCollectionsOptions& options) {
                  fraction);
 }
 
-/// The whole of `file`, or an empty optional-like false with `cause` set.
-bool read_text(const fs::path& file, std::string& text, std::string& cause) {
-  errno = 0;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    cause = errno != 0 ? std::error_code(errno, std::generic_category()).message() : "open failed";
-    return false;
-  }
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) {
-    cause = "read failed";
-    return false;
-  }
-  text = content.str();
-  return true;
-}
-
 /// Throws InputError unless `directory` exists and is a directory.
 void check_directory(const fs::path& directory) {
   std::error_code error;
@@ -71,39 +50,6 @@ void check_directory(const fs::path& directory) {
                  "': ", error.message());
   BB_CHECK_INPUT(fs::is_directory(status), "fortune directory '", directory.string(),
                  "' is not a directory");
-}
-
-/// Whether `name` is passed over when a directory is listed: hidden files, fortune's *.dat
-/// indexes and the *.u8 links of Debian's package.
-bool is_ignored_name(const std::string& name) {
-  return name.empty() || name[0] == '.' || ends_with(name, ".dat") || ends_with(name, ".u8");
-}
-
-/// The text files directly in `directory`, sorted by name; files that are not text or cannot be
-/// read go to `skipped` as "<prefix>name: reason".
-std::vector<NamedText> read_text_files(const fs::path& directory, const std::string& prefix,
-                                       std::vector<std::string>& skipped) {
-  std::vector<NamedText> files;
-  try {
-    for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
-      const std::string name = entry.path().filename().string();
-      if (is_ignored_name(name) || entry.is_symlink() || !entry.is_regular_file())
-        continue;
-      std::string text;
-      std::string cause;
-      if (!read_text(entry.path(), text, cause)) {
-        skipped.push_back(cat(prefix, name, ": cannot read (", cause, ")"));
-      } else if (text.find('\0') != std::string::npos) {
-        skipped.push_back(cat(prefix, name, ": not text (holds a NUL byte)"));
-      } else {
-        files.emplace_back(name, std::move(text));
-      }
-    }
-  } catch (const fs::filesystem_error& e) {
-    throw InputError(cat("cannot list directory '", directory.string(), "': ", e.code().message()));
-  }
-  std::sort(files.begin(), files.end());
-  return files;
 }
 
 /// Whether `directory` holds one folder per class: it has folders and no file read as a
@@ -130,7 +76,7 @@ using ClassSamples = std::map<std::string, std::vector<std::string>>;
 
 /// The fortune files directly in `directory`, each split into its fortunes.
 ClassSamples read_fortune_files(const fs::path& directory, std::vector<std::string>& skipped) {
-  const std::vector<NamedText> files = read_text_files(directory, "", skipped);
+  const std::vector<NamedText> files = read_text_files(directory.string(), "", skipped);
   BB_CHECK_INPUT(!files.empty(), "fortune directory '", directory.string(),
                  "' has no fortune collections (regular text files, not hidden, not symlinks, "
                  "not *.dat or *.u8)",
@@ -150,7 +96,7 @@ ClassSamples read_class_folders(const fs::path& directory, std::vector<std::stri
     if (is_ignored_name(name) || entry.is_symlink() || !entry.is_directory())
       continue;
     std::vector<std::string>& texts = samples[name];
-    for (auto& [file, text] : read_text_files(entry.path(), name + "/", skipped)) {
+    for (auto& [file, text] : read_text_files(entry.path().string(), name + "/", skipped)) {
       if (!is_blank(text))
         texts.push_back(std::move(text));
     }

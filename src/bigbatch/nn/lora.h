@@ -27,6 +27,12 @@ class AdaptedLinearImpl : public torch::nn::Module {
   void add_lora(int64_t rank, double alpha, double dropout);
   /// Whether add_lora() was called.
   bool has_lora() const { return lora_A.defined(); }
+  /// How `weight` is stored.
+  WeightLayout layout() const { return layout_; }
+  /// The adapter's alpha / rank (0 before add_lora()).
+  double lora_scale() const { return scale_; }
+  /// The adapter's dropout probability on its input.
+  double lora_dropout() const { return dropout_; }
 
   torch::Tensor weight, bias;
   torch::Tensor lora_A, lora_B;  ///< (rank, in), (out, rank); undefined without an adapter

@@ -17,12 +17,14 @@ import os
 import torch
 import transformers
 
+import tiny_tokenizers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main():
     torch.manual_seed(40)
-    config = transformers.BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2,
+    config = transformers.BertConfig(vocab_size=tiny_tokenizers.vocab_size("bert-wordpiece"), hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=4, intermediate_size=64,
                                      max_position_embeddings=32, type_vocab_size=2, num_labels=3)
     model = transformers.BertForSequenceClassification(config).eval()
@@ -33,6 +35,8 @@ def main():
     directory = os.path.join(HERE, "tiny-bert")
     model.save_pretrained(directory)
     model.bert.save_pretrained(os.path.join(HERE, "tiny-bert-encoder"))
+    tiny_tokenizers.copy_tokenizer("bert-wordpiece", directory)
+    tiny_tokenizers.copy_tokenizer("bert-wordpiece", os.path.join(HERE, "tiny-bert-encoder"))
     ids = torch.randint(1, config.vocab_size, (2, 10))
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0

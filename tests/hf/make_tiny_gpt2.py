@@ -16,13 +16,15 @@ import os
 import torch
 import transformers
 
+import tiny_tokenizers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = HERE
 
 
 def main():
     torch.manual_seed(20)
-    config = transformers.GPT2Config(vocab_size=96, n_positions=32, n_embd=32, n_layer=2,
+    config = transformers.GPT2Config(vocab_size=tiny_tokenizers.vocab_size("gpt2-bpe"), n_positions=32, n_embd=32, n_layer=2,
                                      n_head=4, bos_token_id=0, eos_token_id=0)
     model = transformers.GPT2LMHeadModel(config).eval()
     with torch.no_grad():  # biases and norms away from their 0 and 1 initialisation
@@ -31,6 +33,7 @@ def main():
                 p.add_(torch.randn_like(p) * 0.1)
     directory = os.path.join(OUT, "tiny-gpt2")
     model.save_pretrained(directory)
+    tiny_tokenizers.copy_tokenizer("gpt2-bpe", directory)
     ids = torch.randint(0, config.vocab_size, (2, 12))
     golden = {"transformers": transformers.__version__, "torch": torch.__version__,
               "input_ids": ids.tolist()}
@@ -39,7 +42,7 @@ def main():
             directory, attn_implementation=implementation).eval()
         with torch.no_grad():
             out = loaded(input_ids=ids, labels=ids)
-        golden[f"logits_{implementation}"] = out.logits.flatten().tolist()
+        golden[f"logits_{implementation}"] = tiny_tokenizers.rounded(out.logits)
         golden[f"loss_{implementation}"] = out.loss.item()
     golden["logits_shape"] = list(out.logits.shape)
     with open(os.path.join(OUT, "tiny-gpt2-golden.json"), "w") as f:

@@ -17,12 +17,14 @@ import os
 import torch
 import transformers
 
+import tiny_tokenizers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SIZES = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+SIZES = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
-def make(name, model_class, config):
+def make(name, model_class, config, tokenizer):
     torch.manual_seed(30)
     model = model_class(config).eval()
     with torch.no_grad():  # norms and biases away from their 1 and 0 initialisation
@@ -31,13 +33,14 @@ def make(name, model_class, config):
                 p.add_(torch.randn_like(p) * 0.1)
     directory = os.path.join(HERE, name)
     model.save_pretrained(directory)
+    tiny_tokenizers.copy_tokenizer(tokenizer, directory)
     ids = torch.randint(0, config.vocab_size, (2, 40))  # past original_max_position_embeddings
     loaded = model_class.from_pretrained(directory, attn_implementation="eager").eval()
     with torch.no_grad():
         out = loaded(input_ids=ids, labels=ids)
     golden = {"transformers": transformers.__version__, "torch": torch.__version__,
               "input_ids": ids.tolist(), "logits_shape": list(out.logits.shape),
-              "logits_eager": out.logits.flatten().tolist(), "loss_eager": out.loss.item()}
+              "logits_eager": tiny_tokenizers.rounded(out.logits), "loss_eager": out.loss.item()}
     with open(os.path.join(HERE, f"{name}-golden.json"), "w") as f:
         json.dump(golden, f)
     print(f"wrote {directory} and {name}-golden.json; loss {golden['loss_eager']:.6f}")
@@ -45,12 +48,13 @@ def make(name, model_class, config):
 
 def main():
     make("tiny-llama", transformers.LlamaForCausalLM, transformers.LlamaConfig(
-        **SIZES, tie_word_embeddings=False,
+        **SIZES, vocab_size=tiny_tokenizers.vocab_size("llama3-bpe"), tie_word_embeddings=False,
         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 16}))
+                         "original_max_position_embeddings": 16}), "llama3-bpe")
     make("tiny-qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config(
-        **SIZES, tie_word_embeddings=True))
+        **SIZES, vocab_size=tiny_tokenizers.vocab_size("qwen2-bpe"), tie_word_embeddings=True),
+        "qwen2-bpe")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,15 @@ TEST(HfBert, AnEncoderWithoutClassifierGetsAFreshHeadOfTheDatasLabels) {
                            classifier.model->encode(g.ids, g.mask, g.types)));
 }
 
+TEST(HfBert, AClassifierForOtherClassesIsReplacedAndTheSameClassesKept) {
+  LoadedHfBert same = load_hf_bert(hf_dir("tiny-bert"), 3);
+  EXPECT_TRUE(same.fresh.empty());
+  LoadedHfBert other = load_hf_bert(hf_dir("tiny-bert"), 7);
+  EXPECT_EQ(other.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
+  EXPECT_EQ(other.model->classifier->weight.sizes(), (std::vector<int64_t>{7, 32}));
+  EXPECT_TRUE(torch::equal(other.model->pooler_dense->weight, same.model->pooler_dense->weight));
+}
+
 std::string config_error(const std::function<void(nlohmann::json&)>& edit) {
   nlohmann::json config =
       nlohmann::json::parse(testing::read_file(hf_dir("tiny-bert") + "/config.json"));

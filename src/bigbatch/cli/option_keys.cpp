@@ -56,6 +56,11 @@ const std::vector<std::pair<std::string, std::string>>& option_keys() {
       {"BertOptions.heads", "bert.heads"},
       {"BertOptions.embed", "bert.embed"},
       {"BertOptions.dropout", "bert.dropout"},
+      {"LoraOptions.targets", "adapter.targets"},
+      {"LoraOptions.trainable", "adapter.trainable"},
+      {"LoraOptions.rank", "adapter.rank"},
+      {"LoraOptions.alpha", "adapter.alpha"},
+      {"LoraOptions.dropout", "adapter.dropout"},
   };
   return keys;
 }

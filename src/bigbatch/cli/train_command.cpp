@@ -6,6 +6,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/dist/worker_environment.h"
 #include "bigbatch/job/builtin_workload.h"
+#include "bigbatch/job/hf_workload.h"
 #include "bigbatch/job/training_job.h"
 
 namespace bigbatch::cli {
@@ -40,6 +41,8 @@ int run_train(const TrainCommandOptions& options, std::ostream& terminal) {
                "--resume ", run_dir);
   };
   job::TrainingJob training(job_options, [&config] {
+    if (config.hf)
+      return job::build_hf_workload(*config.hf);
     return job::build_builtin_workload(config.model,
                                        job::load_builtin_data(config.model.kind, config.data));
   });

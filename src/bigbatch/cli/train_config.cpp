@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "bigbatch/cli/option_keys.h"
 #include "bigbatch/core/bytes.h"
@@ -43,6 +44,10 @@ void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
                  " must be >= 1 (1: one micro-batch at a time)");
   if (concurrent == 1)
     return;
+  BB_CHECK_INPUT(!t.hf, c.where("train.concurrent_micro_batches"),
+                 ": train.concurrent_micro_batches = ", concurrent,
+                 " is for the built-in models; with model.kind = \"hf\" run one micro-batch at a "
+                 "time (pretrained configs carry dropout)");
   const bool batch_norm = t.model.kind == ModelKind::kResnet &&
                           t.model.resnet.norm() == nn::NormKind::kBatch &&
                           t.model.norm_policy != engine::NormPolicy::kGroup;
@@ -100,12 +105,15 @@ void read_block_models(ConfigReader& c, TrainConfig& t) {
 }
 
 void read_models(ConfigReader& c, TrainConfig& t) {
-  const std::string kind =
-      c.get_choice("model.kind", models::to_string(t.model.kind), {"gpt", "mlp", "resnet", "bert"},
-                   "which built-in model: gpt and mlp learn the next byte of data.path, resnet "
-                   "classifies the images of data.train_images, bert the fortune collections of "
-                   "data.path");
-  t.model.kind = models::parse_model_kind(kind, "model.kind");
+  const std::string kind = c.get_choice(
+      "model.kind", models::to_string(t.model.kind), {"gpt", "mlp", "resnet", "bert", "hf"},
+      "which model: gpt and mlp learn the next byte of data.path, resnet classifies "
+      "the images of data.train_images, bert the fortune collections of data.path; "
+      "hf = the pretrained Hugging Face model of model.path (hf.*, adapter.*)");
+  if (kind == "hf")
+    t.hf.emplace();
+  else
+    t.model.kind = models::parse_model_kind(kind, "model.kind");
   t.model.norm_policy = engine::parse_norm_policy(
       c.get_choice("model.norm_policy", engine::to_string(t.model.norm_policy),
                    {"keep", "group", "ghost"},
@@ -402,6 +410,81 @@ void read_sample(ConfigReader& c, TrainConfig& t) {
       .seed(t.data.seed);
 }
 
+/// The float dtype spelled `name` ("float32", "bfloat16", "float16").
+torch::Dtype parse_float_dtype(const std::string& name) {
+  return name == "bfloat16" ? torch::kBFloat16 : name == "float16" ? torch::kHalf : torch::kFloat;
+}
+
+/// Comma-separated names ("q_proj, v_proj") as a list; empty text is an empty list.
+std::vector<std::string> name_list(const std::string& text) {
+  std::vector<std::string> names;
+  std::string name;
+  std::istringstream in(text);
+  while (std::getline(in, name, ',')) {
+    const size_t begin = name.find_first_not_of(" \t");
+    if (begin != std::string::npos)
+      names.push_back(name.substr(begin, name.find_last_not_of(" \t") - begin + 1));
+  }
+  return names;
+}
+
+/// model.path, hf.* and adapter.*: the pretrained model of model.kind = "hf".
+void read_hf(ConfigReader& c, TrainConfig& t) {
+  job::HfWorkloadOptions hf;
+  hf.model_path = c.get_string("model.path", "",
+                               "model.kind = \"hf\": a directory in Hugging Face's layout "
+                               "(config.json, model.safetensors, tokenizer.json)");
+  hf.context = c.get_int("hf.context", hf.context,
+                         "tokens per sample; 0 = 128 (classification) or 256 (causal LM), at "
+                         "most the model's positions");
+  hf.checkpointing = read_checkpointing(c, "hf");
+  const std::string adapter = c.get_choice("adapter.kind", "none", {"none", "lora"},
+                                           "none = every weight trains; lora = low-rank "
+                                           "adapters on frozen pretrained weights");
+  hf.adapter.lora = adapter == "lora";
+  hf.adapter.lora_options
+      .rank(c.get_int("adapter.rank", hf.adapter.lora_options.rank(), "LoRA rank r"))
+      .alpha(c.get_double("adapter.alpha", hf.adapter.lora_options.alpha(),
+                          "LoRA alpha: the update is scaled by alpha / rank"))
+      .dropout(c.get_double("adapter.dropout", hf.adapter.lora_options.dropout(),
+                            "dropout on the adapters' input"))
+      .targets(name_list(c.get_string("adapter.targets", "",
+                                      "comma-separated module names or name endings to adapt; "
+                                      "empty = q_proj,v_proj (llama), c_attn (gpt2), "
+                                      "query,value (bert)")))
+      .trainable(name_list(c.get_string("adapter.trainable", "",
+                                        "comma-separated modules trained in full besides the "
+                                        "adapters (a fresh classifier always is)")));
+  const std::string frozen = c.get_choice(
+      "adapter.base_dtype", "float32", {"float32", "bfloat16", "float16"},
+      "storage of the frozen base weights of adapted layers (bfloat16/float16 halve it)");
+  hf.adapter.frozen_dtype = parse_float_dtype(frozen);
+  hf.float64 = t.model.float64;
+  hf.data_path = t.data.text.path();
+  hf.val_fraction = t.data.text.val_fraction();
+  hf.min_per_class = t.data.fortunes.min_per_class();
+  hf.seed = t.data.seed;
+  hf.prompt = t.model.prompt;
+  hf.sample = t.model.sample;
+  if (!t.hf)
+    return;
+  BB_CHECK_INPUT(!hf.model_path.empty(), c.source(),
+                 ": model.kind = \"hf\" needs model.path, a directory in Hugging Face's layout");
+  BB_CHECK_INPUT(hf.adapter.lora || frozen == "float32", c.where("adapter.base_dtype"),
+                 ": adapter.base_dtype = \"", frozen,
+                 "\" stores frozen weights, which only adapter.kind = \"lora\" has");
+  BB_CHECK_INPUT(hf.context >= 0, c.where("hf.context"), ": hf.context = ", hf.context,
+                 " must be >= 0 (0: the default)");
+  const nn::LoraOptions& lora = hf.adapter.lora_options;
+  BB_CHECK_INPUT(lora.rank() >= 1, c.where("adapter.rank"), ": adapter.rank = ", lora.rank(),
+                 " must be >= 1");
+  BB_CHECK_INPUT(lora.alpha() > 0, c.where("adapter.alpha"), ": adapter.alpha = ", lora.alpha(),
+                 " must be positive");
+  BB_CHECK_INPUT(lora.dropout() >= 0 && lora.dropout() < 1, c.where("adapter.dropout"),
+                 ": adapter.dropout = ", lora.dropout(), " must be in [0, 1)");
+  *t.hf = hf;
+}
+
 }  // namespace
 
 TrainConfig read_train_config(ConfigReader& config) {
@@ -415,6 +498,7 @@ TrainConfig read_train_config(ConfigReader& config) {
   read_run_files(config, result);
   read_dist(config, result);
   read_sample(config, result);
+  read_hf(config, result);
   config.check_all_used();
   result.resolved_toml = config.resolved_toml();
   result.resolved_values = config.resolved_values();

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "bigbatch/cli/config_reader.h"
 #include "bigbatch/job/builtin_workload.h"
+#include "bigbatch/job/hf_workload.h"
 #include "bigbatch/job/training_job.h"
 
 namespace bigbatch::cli {
@@ -16,9 +18,11 @@ namespace bigbatch::cli {
 /// Everything `bigbatch train` needs, read from TOML and overrides.
 struct TrainConfig {
   job::BuiltinModelOptions model;  ///< model.*, gpt.*, mlp.*, resnet.*, bert.*, sample.*
-  job::BuiltinDataOptions data;    ///< data.*
-  job::TrainingJobOptions job;     ///< batch.*, optim.*, schedule.*, loss_scale.*, train.*, ...
-  std::string resolved_toml;       ///< the whole configuration in effect, as TOML
+  /// model.kind = "hf": the pretrained model (model.path, hf.*, adapter.*); empty otherwise.
+  std::optional<job::HfWorkloadOptions> hf;
+  job::BuiltinDataOptions data;  ///< data.*
+  job::TrainingJobOptions job;   ///< batch.*, optim.*, schedule.*, loss_scale.*, train.*, ...
+  std::string resolved_toml;     ///< the whole configuration in effect, as TOML
   /// Every key and its value in effect as TOML text, to compare a resumed run's config.
   std::vector<std::pair<std::string, std::string>> resolved_values;
   /// How each key may change on resume, as train_config.cpp declared it.

@@ -157,14 +157,19 @@ LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
   io::HfConfig reader = io::HfConfig::read(directory);
   HfBertConfig config = read_hf_bert_config(reader);
   BB_CHECK_INPUT(num_labels >= 0, "load_hf_bert: num_labels = ", num_labels, " must be >= 0");
-  if (num_labels > 0)
+  // A head for another number of classes is replaced by a fresh one, as transformers'
+  // ignore_mismatched_sizes does.
+  std::vector<std::string> ignored = {"embeddings.position_ids"};
+  if (num_labels > 0 && num_labels != config.num_labels()) {
     config.num_labels(num_labels);
+    ignored.insert(ignored.end(), {"classifier.weight", "classifier.bias"});
+  }
   LoadedHfBert loaded;
   loaded.model = HfBert(config);
   loaded.fresh = load_hf_weights(*loaded.model, io::read_hf_weights(directory),
                                  HfLoadOptions()
                                      .optional_prefix("bert.")
-                                     .ignored_suffixes({"embeddings.position_ids"})
+                                     .ignored_suffixes(ignored)
                                      .fresh_prefixes({"classifier.", "bert.pooler."}),
                                  directory);
   return loaded;

@@ -103,7 +103,8 @@ struct LoadedHfBert {
 
 /// The BERT of the model directory `directory` as a classifier of `num_labels` classes (0: the
 /// config's id2label, else 2), in float32. A checkpoint of BertModel (no "bert." prefix) loads;
-/// a missing classifier or pooler is initialised afresh and listed in `fresh`. Throws InputError
+/// a missing classifier or pooler is initialised afresh and listed in `fresh`, and so is a
+/// classifier for another number of classes than `num_labels`. Throws InputError
 /// naming the directory and what is wrong with it.
 LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels = 0);
 

@@ -14,11 +14,20 @@ std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::Hf
   std::set<std::string> used;
   std::vector<std::string> fresh;
   std::string missing;
+  const auto is_ignored = [&options](const std::string& name) {
+    for (const std::string& suffix : options.ignored_suffixes()) {
+      if (ends_with(name, suffix))
+        return true;
+    }
+    return false;
+  };
   const auto place = [&](const std::string& name, const torch::Tensor& destination) {
     auto found = weights.tensors.find(name);
     const std::string& prefix = options.optional_prefix();
     if (found == weights.tensors.end() && !prefix.empty() && starts_with(name, prefix))
       found = weights.tensors.find(name.substr(prefix.size()));
+    if (found != weights.tensors.end() && is_ignored(found->first))
+      found = weights.tensors.end();
     if (found == weights.tensors.end()) {
       bool may_be_fresh = false;
       for (const std::string& fresh_prefix : options.fresh_prefixes())
@@ -42,10 +51,7 @@ std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::Hf
   BB_CHECK_INPUT(missing.empty(), origin, ": the checkpoint lacks ", missing);
   std::string unexpected;
   for (const auto& [name, tensor] : weights.tensors) {
-    bool ignored = used.count(name) > 0;
-    for (const std::string& suffix : options.ignored_suffixes())
-      ignored = ignored || ends_with(name, suffix);
-    if (!ignored)
+    if (used.count(name) == 0 && !is_ignored(name))
       unexpected += cat(unexpected.empty() ? "" : ", ", "\"", name, "\"");
   }
   BB_CHECK_INPUT(unexpected.empty(), origin, ": the model has no place for the checkpoint's ",

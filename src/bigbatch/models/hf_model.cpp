@@ -15,6 +15,12 @@ std::string read_hf_model_type(const std::string& directory) {
   return config.model_type({"gpt2", "llama", "mistral", "qwen2", "bert"});
 }
 
+int64_t read_hf_max_positions(const std::string& directory) {
+  const bool gpt2 = read_hf_model_type(directory) == "gpt2";
+  io::HfConfig config = io::HfConfig::read(directory);
+  return config.get_int(gpt2 ? "n_positions" : "max_position_embeddings");
+}
+
 HfTask hf_task_of(const std::string& model_type) {
   return model_type == "bert" ? HfTask::kClassification : HfTask::kCausalLm;
 }
@@ -73,14 +79,14 @@ std::string HfModel::describe() const {
   if (gpt2) {
     const HfGpt2Config& c = gpt2->config();
     return cat("gpt2: ", c.n_layer(), " layers, width ", c.n_embd(), ", ", c.n_head(),
-               " heads, vocabulary ", group_thousands(c.vocab_size()), ", context ",
+               " heads, vocabulary ", group_thousands(c.vocab_size()), ", positions ",
                group_thousands(c.n_positions()));
   }
   if (llama) {
     const HfLlamaConfig& c = llama->config();
     return cat(c.model_type(), ": ", c.num_hidden_layers(), " layers, width ", c.hidden_size(),
                ", ", c.num_attention_heads(), " heads (", c.num_key_value_heads(),
-               " key/value), vocabulary ", group_thousands(c.vocab_size()), ", context ",
+               " key/value), vocabulary ", group_thousands(c.vocab_size()), ", positions ",
                group_thousands(c.max_position_embeddings()));
   }
   const HfBertConfig& c = bert->config();

@@ -30,6 +30,10 @@ std::string hf_model_types();
 /// and hf_model_types() when it is not one of them.
 std::string read_hf_model_type(const std::string& directory);
 
+/// The longest input the model of `directory` takes (its config's n_positions or
+/// max_position_embeddings), read without loading it.
+int64_t read_hf_max_positions(const std::string& directory);
+
 /// The task a model_type trains for: kClassification for "bert", kCausalLm otherwise.
 HfTask hf_task_of(const std::string& model_type);
 

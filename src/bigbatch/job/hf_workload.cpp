@@ -1,0 +1,339 @@
+#include "bigbatch/job/hf_workload.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
+#include "bigbatch/core/table.h"
+#include "bigbatch/data/fortune_collections.h"
+#include "bigbatch/data/instruction_records.h"
+#include "bigbatch/data/shuffle.h"
+#include "bigbatch/data/text_files.h"
+#include "bigbatch/data/token_datasets.h"
+#include "bigbatch/models/hf_model.h"
+#include "bigbatch/nn/mode_guard.h"
+#include "bigbatch/text/tokenizer.h"
+
+namespace bigbatch::job {
+
+namespace {
+
+using data::TokenIds;
+
+constexpr int64_t kIgnoreIndex = -100;
+
+/// Whether each of n samples is held out: round(fraction * n) of them (at most n - 1), drawn
+/// with the seed.
+std::vector<bool> held_out(int64_t n, double fraction, uint64_t seed) {
+  const int64_t count = std::min<int64_t>(n - 1, std::llround(fraction * static_cast<double>(n)));
+  std::vector<bool> held(static_cast<size_t>(n), false);
+  const std::vector<int64_t> order = data::epoch_permutation(n, seed, /*epoch=*/0);
+  for (int64_t i = 0; i < count; ++i)
+    held[static_cast<size_t>(order[static_cast<size_t>(i)])] = true;
+  return held;
+}
+
+TokenIds to_token_ids(const std::vector<int64_t>& ids) {
+  return TokenIds(ids.begin(), ids.end());
+}
+
+/// Where a tokenizer's special tokens sit around a single sequence: [CLS] text [SEP] has one
+/// before and one after.
+struct SpecialFrame {
+  size_t before = 0;
+  size_t after = 0;
+};
+
+SpecialFrame special_frame(const text::Tokenizer& tokenizer) {
+  const std::vector<int64_t> plain = tokenizer.encode("a", /*add_special_tokens=*/false);
+  const std::vector<int64_t> framed = tokenizer.encode("a", /*add_special_tokens=*/true);
+  const auto at = std::search(framed.begin(), framed.end(), plain.begin(), plain.end());
+  if (plain.empty() || at == framed.end())
+    return {};
+  const auto before = static_cast<size_t>(at - framed.begin());
+  return {before, framed.size() - before - plain.size()};
+}
+
+/// `ids` cut to `context` tokens keeping the special tokens of `frame` at both ends, as
+/// transformers' truncation does.
+TokenIds truncated(const std::vector<int64_t>& ids, int64_t context, const SpecialFrame& frame) {
+  const auto limit = static_cast<size_t>(context);
+  if (ids.size() <= limit)
+    return to_token_ids(ids);
+  TokenIds cut(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit - frame.after));
+  cut.insert(cut.end(), ids.end() - static_cast<std::ptrdiff_t>(frame.after), ids.end());
+  return cut;
+}
+
+/// The id that pads inputs: the pad token, else EOS, else 0.
+int64_t pad_id_of(const text::Tokenizer& tokenizer) {
+  const text::SpecialTokens& special = tokenizer.special_tokens();
+  return special.pad ? *special.pad : special.eos ? *special.eos : 0;
+}
+
+/// The tokenized classification splits of a fortune or class-folder directory.
+struct ClassificationData {
+  std::shared_ptr<data::TokenClassificationDataset> train, val;
+  std::vector<std::string> class_names;
+  std::string description;
+};
+
+ClassificationData classification_data(const HfWorkloadOptions& options,
+                                       const text::Tokenizer& tokenizer, int64_t context) {
+  const data::FortuneCollections texts =
+      data::FortuneCollections::load(data::FortuneCollectionsOptions()
+                                         .directory(options.data_path)
+                                         .min_per_class(options.min_per_class)
+                                         .max_bytes(std::numeric_limits<int32_t>::max())
+                                         .test_fraction(options.val_fraction)
+                                         .seed(options.seed));
+  const SpecialFrame frame = special_frame(tokenizer);
+  const auto options_for = [&](const std::string& name) {
+    return data::TokenDatasetOptions(context).pad_id(pad_id_of(tokenizer)).name(name);
+  };
+  int64_t cut = 0;
+  const auto tokenized = [&](const data::FortuneDataset& split, const std::string& name) {
+    std::vector<TokenIds> sequences;
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < split.size(); ++i) {
+      const std::vector<int64_t> ids = tokenizer.encode(split.text(i));
+      cut += static_cast<int64_t>(ids.size()) > context ? 1 : 0;
+      sequences.push_back(truncated(ids, context, frame));
+      labels.push_back(split.label(i));
+    }
+    return std::make_shared<data::TokenClassificationDataset>(
+        std::move(sequences), std::move(labels), texts.class_names(), options_for(name));
+  };
+  ClassificationData loaded;
+  loaded.train = tokenized(texts.train(), "train");
+  loaded.val = texts.test().size() > 0 ? tokenized(texts.test(), "validation") : nullptr;
+  loaded.class_names = texts.class_names();
+  const int64_t total = texts.train().size() + texts.test().size();
+  loaded.description = cat(
+      group_thousands(total), " texts of ", texts.class_names().size(), " classes in ",
+      options.data_path, " (", group_thousands(cut), " cut to ", context, " tokens); train ",
+      group_thousands(texts.train().size()), ", validation ", group_thousands(texts.test().size()));
+  return loaded;
+}
+
+/// Instruction tuning: prompt ids (with the tokenizer's leading special tokens) and response ids
+/// ending in EOS, split into train and validation.
+void add_instruction_data(const HfWorkloadOptions& options, const text::Tokenizer& tokenizer,
+                          int64_t context, Workload& w) {
+  const std::vector<data::InstructionRecord> records =
+      data::read_instruction_records(options.data_path);
+  const std::optional<int64_t> eos = tokenizer.special_tokens().eos;
+  BB_CHECK_INPUT(eos.has_value(), options.model_path,
+                 ": the tokenizer has no EOS token, which ends every response");
+  const SpecialFrame frame = special_frame(tokenizer);
+  std::vector<data::PromptResponse> train, val;
+  const std::vector<bool> held =
+      held_out(static_cast<int64_t>(records.size()), options.val_fraction, options.seed);
+  for (size_t i = 0; i < records.size(); ++i) {
+    // The prompt keeps what the tokenizer puts before a text (BOS), not what it puts after.
+    std::vector<int64_t> prompt = tokenizer.encode(records[i].prompt);
+    prompt.resize(prompt.size() - std::min(frame.after, prompt.size()));
+    std::vector<int64_t> response = tokenizer.encode(records[i].response, false);
+    response.push_back(*eos);
+    (held[i] ? val : train).push_back({to_token_ids(prompt), to_token_ids(response)});
+  }
+  const auto options_for = [&](const std::string& name) {
+    return data::TokenDatasetOptions(context).pad_id(pad_id_of(tokenizer)).name(name);
+  };
+  auto train_set =
+      std::make_shared<data::PromptResponseDataset>(std::move(train), options_for("train"));
+  w.data_description = cat(group_thousands(records.size()), " prompt/response records in ",
+                           options.data_path, "; the loss counts response tokens only");
+  w.train = std::move(train_set);
+  if (!val.empty())
+    w.val =
+        std::make_shared<data::PromptResponseDataset>(std::move(val), options_for("validation"));
+}
+
+/// Causal LM on documents: each tokenized (without special tokens) and packed with EOS after it.
+void add_document_data(const HfWorkloadOptions& options, const text::Tokenizer& tokenizer,
+                       int64_t context, Workload& w) {
+  const std::vector<std::string> documents = data::read_documents(options.data_path);
+  const std::optional<int64_t> eos = tokenizer.special_tokens().eos;
+  BB_CHECK_INPUT(eos.has_value(), options.model_path,
+                 ": the tokenizer has no EOS token to put between documents");
+  std::vector<TokenIds> train, val;
+  const std::vector<bool> held =
+      held_out(static_cast<int64_t>(documents.size()), options.val_fraction, options.seed);
+  for (size_t i = 0; i < documents.size(); ++i)
+    (held[i] ? val : train).push_back(to_token_ids(tokenizer.encode(documents[i], false)));
+  const auto separator = static_cast<int32_t>(*eos);
+  const auto options_for = [&](const std::string& name) {
+    return data::TokenDatasetOptions(context).pad_id(*eos).name(name);
+  };
+  auto train_set = std::make_shared<data::PackedTokenDataset>(
+      std::make_shared<const TokenIds>(data::pack_documents(train, separator)),
+      options_for("train"));
+  w.data_description = cat(group_thousands(documents.size()), " documents in ", options.data_path,
+                           ", packed with EOS (id ", *eos, ") after each");
+  w.train = std::move(train_set);
+  if (!val.empty()) {
+    TokenIds stream = data::pack_documents(val, separator);
+    if (stream.size() >= 2) {
+      w.val = std::make_shared<data::PackedTokenDataset>(
+          std::make_shared<const TokenIds>(std::move(stream)), options_for("validation"));
+    }
+  }
+}
+
+/// The module names of the fresh tensors ("classifier.weight" -> "classifier").
+std::vector<std::string> fresh_modules(const std::vector<std::string>& fresh) {
+  std::vector<std::string> modules;
+  for (const std::string& name : fresh) {
+    const std::string module = name.substr(0, name.rfind('.'));
+    if (std::find(modules.begin(), modules.end(), module) == modules.end())
+      modules.push_back(module);
+  }
+  return modules;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& part : parts)
+    out += (out.empty() ? "" : ", ") + part;
+  return out;
+}
+
+/// Adds the adapters, freezes the rest and narrows the frozen weights; returns the plan row.
+std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter) {
+  torch::nn::Module& module = *model.module();
+  if (!adapter.lora)
+    return "none: every weight trains";
+  nn::LoraOptions lora = adapter.lora_options;
+  if (lora.targets().empty())
+    lora.targets(default_lora_targets(model.model_type));
+  std::vector<std::string> trainable = lora.trainable();
+  for (const std::string& fresh : fresh_modules(model.fresh)) {
+    if (std::find(trainable.begin(), trainable.end(), fresh) == trainable.end())
+      trainable.push_back(fresh);
+  }
+  lora.trainable(trainable);
+  const std::vector<std::string> adapted = nn::apply_lora(module, lora);
+  nn::store_frozen_weights(module, adapter.frozen_dtype);
+  return cat("lora: rank ", lora.rank(), ", alpha ", lora.alpha(), ", dropout ", lora.dropout(),
+             " on ", adapted.size(), " layers (", join(lora.targets()), ")",
+             trainable.empty() ? "" : cat("; trained in full: ", join(trainable)));
+}
+
+/// "1,234 of 5,678 (21.7%)": trainable parameters of all.
+std::string trainable_share(const torch::nn::Module& module) {
+  int64_t all = 0, trainable = 0;
+  for (const torch::Tensor& p : module.parameters()) {
+    all += p.numel();
+    trainable += p.requires_grad() ? p.numel() : 0;
+  }
+  return cat(group_thousands(trainable), " of ", group_thousands(all), " (",
+             format_fixed(100.0 * static_cast<double>(trainable) / static_cast<double>(all), 2),
+             "%)");
+}
+
+}  // namespace
+
+std::vector<std::string> default_lora_targets(const std::string& model_type) {
+  if (model_type == "gpt2")
+    return {"c_attn"};
+  if (model_type == "bert")
+    return {"query", "value"};
+  return {"q_proj", "v_proj"};
+}
+
+int64_t hf_context(const HfWorkloadOptions& options, bool classification, int64_t max_positions) {
+  BB_CHECK_INPUT(options.context >= 0, "hf.context must be >= 0 (0: the default), got ",
+                 options.context);
+  BB_CHECK_INPUT(options.context <= max_positions, "hf.context = ", options.context,
+                 " exceeds the model's ", max_positions, " positions (", options.model_path, ")");
+  if (options.context > 0)
+    return options.context;
+  return std::min<int64_t>(classification ? 128 : 256, max_positions);
+}
+
+Workload build_hf_workload(const HfWorkloadOptions& options) {
+  const std::string model_type = models::read_hf_model_type(options.model_path);
+  const bool classification = models::hf_task_of(model_type) == models::HfTask::kClassification;
+  const std::shared_ptr<const text::Tokenizer> tokenizer = text::load_tokenizer(options.model_path);
+  Workload w;
+  w.name = "hf-" + model_type;
+
+  // The data first: a classifier's head needs the number of classes.
+  ClassificationData classes;
+  const int64_t context =
+      hf_context(options, classification, models::read_hf_max_positions(options.model_path));
+  if (classification)
+    classes = classification_data(options, *tokenizer, context);
+  models::HfModel model = models::load_hf_model(
+      options.model_path, classification ? static_cast<int64_t>(classes.class_names.size()) : 0);
+  if (options.float64)
+    model.module()->to(torch::kFloat64);
+  const std::string adapter_row = adapt(model, options.adapter);
+  model.set_checkpointing(options.checkpointing);
+  w.module = model.module();
+  w.attention_keys = context;
+
+  const int64_t pad = pad_id_of(*tokenizer);
+  if (classification) {
+    w.train = classes.train;
+    w.val = classes.val;
+    w.data_description = classes.description;
+    // Padding is masked out of attention: the inputs are right-padded with the pad id.
+    w.objective = std::make_unique<engine::CrossEntropyObjective>(
+        [model, pad](const torch::Tensor& inputs) { return model.forward(inputs, inputs.ne(pad)); },
+        engine::LossUnit::kSample);
+  } else {
+    if (ends_with(options.data_path, ".jsonl"))
+      add_instruction_data(options, *tokenizer, context, w);
+    else
+      add_document_data(options, *tokenizer, context, w);
+    // Right padding needs no attention mask in a causal model: no real token attends to a later
+    // position. The targets there are kIgnoreIndex.
+    w.objective = std::make_unique<engine::CrossEntropyObjective>(
+        [model](const torch::Tensor& inputs) { return model.forward(inputs); },
+        engine::LossUnit::kToken, kIgnoreIndex);
+  }
+  w.description = cat(model.describe(), ", context ", context, " tokens",
+                      model.fresh.empty() ? "" : cat("; fresh: ", join(model.fresh)));
+  const std::string tokenizer_row = tokenizer->description();
+  const std::string trainable = trainable_share(*w.module);
+  const std::string frozen_dtype = !options.adapter.lora                              ? ""
+                                   : options.adapter.frozen_dtype == torch::kBFloat16 ? "bfloat16"
+                                   : options.adapter.frozen_dtype == torch::kHalf     ? "float16"
+                                                                                      : "float32";
+  w.add_model_rows = [=, checkpointing = options.checkpointing](Table& table, const engine::Plan&) {
+    table.add("model directory", options.model_path, "config.json, weights, tokenizer");
+    table.add("tokenizer", tokenizer_row, "");
+    table.add("adapter", adapter_row, cat("trainable parameters: ", trainable));
+    if (!frozen_dtype.empty())
+      table.add("frozen weights", frozen_dtype, "storage of the adapted layers' base weights");
+    table.add("checkpointing", checkpointing.to_string(),
+              checkpointing.mode == nn::CheckpointMode::kNone
+                  ? "activations kept for backward"
+                  : "recomputed in backward: less memory, more time");
+  };
+  if (!classification && options.sample.max_new_bytes() > 0) {
+    w.generate_sample = [model, tokenizer, context, prompt = options.prompt,
+                         sample = options.sample]() {
+      torch::NoGradGuard no_grad;
+      nn::ModeGuard eval_mode(*model.module(), /*train=*/false);
+      std::vector<int64_t> ids = tokenizer->encode(prompt);
+      if (ids.empty())
+        ids.push_back(tokenizer->special_tokens().eos.value_or(0));
+      const std::vector<int64_t> generated = models::generate_ids(
+          [&model](const torch::Tensor& inputs) { return model.forward(inputs); }, ids, context,
+          sample, tokenizer->special_tokens().eos);
+      return prompt + tokenizer->decode(generated);
+    };
+    w.sample_heading = cat("sample (temperature ", options.sample.temperature(), ", top-k ",
+                           options.sample.top_k(), ")");
+  }
+  return w;
+}
+
+}  // namespace bigbatch::job

@@ -457,7 +457,7 @@ void read_hf(ConfigReader& c, TrainConfig& t) {
                                         "adapters (a fresh classifier always is)")));
   const std::string frozen = c.get_choice(
       "adapter.base_dtype", "float32", {"float32", "bfloat16", "float16"},
-      "storage of the frozen base weights of adapted layers (bfloat16/float16 halve it)");
+      "storage of the frozen weights of the linear layers (bfloat16/float16 halve it)");
   hf.adapter.frozen_dtype = parse_float_dtype(frozen);
   hf.float64 = t.model.float64;
   hf.data_path = t.data.text.path();

@@ -263,14 +263,19 @@ Workload build_hf_workload(const HfWorkloadOptions& options) {
   Workload w;
   w.name = "hf-" + model_type;
 
-  // The data first: a classifier's head needs the number of classes.
   ClassificationData classes;
   const int64_t context =
       hf_context(options, classification, models::read_hf_max_positions(options.model_path));
-  if (classification)
+  // A causal LM is loaded (and its checkpoint checked) before its data is tokenized; a
+  // classifier after it, with a head of as many classes as the data has.
+  models::HfModel model;
+  if (!classification)
+    model = models::load_hf_model(options.model_path);
+  if (classification) {
     classes = classification_data(options, *tokenizer, context);
-  models::HfModel model = models::load_hf_model(
-      options.model_path, classification ? static_cast<int64_t>(classes.class_names.size()) : 0);
+    model =
+        models::load_hf_model(options.model_path, static_cast<int64_t>(classes.class_names.size()));
+  }
   if (options.float64)
     model.module()->to(torch::kFloat64);
   const std::string adapter_row = adapt(model, options.adapter);
@@ -311,7 +316,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options) {
     table.add("tokenizer", tokenizer_row, "");
     table.add("adapter", adapter_row, cat("trainable parameters: ", trainable));
     if (!frozen_dtype.empty())
-      table.add("frozen weights", frozen_dtype, "storage of the adapted layers' base weights");
+      table.add("frozen weights", frozen_dtype, "storage of the frozen linear-layer weights");
     table.add("checkpointing", checkpointing.to_string(),
               checkpointing.mode == nn::CheckpointMode::kNone
                   ? "activations kept for backward"

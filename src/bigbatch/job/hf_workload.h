@@ -22,7 +22,7 @@ struct HfAdapterOptions {
   /// Rank, alpha, dropout; empty targets take default_lora_targets(model_type), and the modules
   /// the checkpoint lacked (a fresh classifier) are added to trainable.
   nn::LoraOptions lora_options;
-  /// Storage of the frozen base weights of adapted layers (with lora): float32, bfloat16 or
+  /// Storage of the frozen weights of the linear layers (with lora): float32, bfloat16 or
   /// float16.
   torch::Dtype frozen_dtype = torch::kFloat;
 };

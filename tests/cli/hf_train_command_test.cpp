@@ -1,0 +1,215 @@
+// `bigbatch train` with model.kind = "hf" on the tiny checkpoints of tests/hf: classification of
+// class folders, LoRA on frozen bf16 weights resumed bitwise, instruction tuning normalised by
+// response tokens, and every bad model directory or setting refused with exit code 2 and
+// nothing written.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "bigbatch/io/safetensors.h"
+#include "cli/checkpoint_tensors.h"
+#include "cli/cli_support.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kHf = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/";
+
+/// One thread each, no final sample, small windows.
+std::string hf_settings(const std::string& model) {
+  return "-s model.kind=hf -s model.path=" + kHf + model +
+         " -s hf.context=24 -s batch.global_batch=8 -s batch.micro_batch=4 -s train.threads=1 "
+         "-s train.blas_threads=1 -s sample.bytes=0 -s train.eval_samples=64 ";
+}
+
+/// The records of one type ("eval", "step") of a metrics.jsonl.
+std::vector<nlohmann::json> records(const std::string& run_dir, const std::string& type) {
+  std::vector<nlohmann::json> found;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.value("type", "") == type)
+      found.push_back(record);
+  }
+  return found;
+}
+
+TEST(HfTrainCommand, TheTinyBertClassifiesFoldersOfTextsWithAFreshHead) {
+  testing::TempDir dir;
+  // Four classes: the checkpoint's head has three, so a fresh one replaces it.
+  const char* words[] = {"apple pie", "rain cloud", "goal kick", "train ride"};
+  for (int label = 0; label < 4; ++label) {
+    for (int i = 0; i < 12; ++i) {
+      dir.write("texts/class" + std::to_string(label) + "/" + std::to_string(i) + ".txt",
+                std::string(words[label]) + " number " + std::to_string(i));
+    }
+  }
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result r =
+      run("train " + hf_settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
+          " -s data.min_per_class=5 -s train.steps=4 -s train.eval_every=2 "
+          "--run-dir " +
+          run_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("4 classes, context 24 tokens; fresh: classifier.weight, "
+                                  "classifier.bias"));
+  EXPECT_THAT(r.output, HasSubstr("48 texts of 4 classes in"));
+  EXPECT_THAT(r.output, HasSubstr("WordPiece, 500 tokens (tokenizer.json)"));
+  const auto evals = records(run_dir, "eval");
+  ASSERT_EQ(evals.size(), 3u);
+  EXPECT_EQ(evals.back()["samples"], 4);  // a tenth of the 48 texts, one from each class
+}
+
+TEST(HfTrainCommand, LoraOnFrozenBf16WeightsWithCheckpointingResumesBitwise) {
+  testing::TempDir dir;
+  const std::string corpus = dir.write("corpus.txt", small_corpus()).string();
+  const std::string whole = (dir.path() / "whole").string();
+  const std::string job = "train " + hf_settings("tiny-gpt2") + "-s data.path=" + corpus +
+                          " -s adapter.kind=lora -s adapter.rank=4 -s adapter.base_dtype=bfloat16 "
+                          "-s hf.checkpointing=blocks -s train.steps=6 -s train.eval_every=3 "
+                          "-s checkpoint.every=2 -s checkpoint.keep=5 ";
+  const Result first = run(job + "--run-dir " + whole);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_THAT(first.output, HasSubstr("lora: rank 4, alpha 16, dropout 0 on 2 layers (c_attn)"));
+  EXPECT_THAT(first.output, HasSubstr("frozen weights   bfloat16"));
+  // The same run resumed from its step-2 checkpoint ends on the same weights, bit for bit.
+  const std::string again = (dir.path() / "again").string();
+  fs::copy(whole, again, fs::copy_options::recursive);
+  fs::remove(again + "/checkpoints/step-00000004.ckpt");
+  fs::remove(again + "/checkpoints/step-00000006.ckpt");
+  const Result resumed = run("train --resume " + again);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr("step-00000002.ckpt"));
+  const auto a = model_tensors(whole + "/checkpoints/step-00000006.ckpt");
+  const auto b = model_tensors(again + "/checkpoints/step-00000006.ckpt");
+  ASSERT_EQ(a.size(), b.size());
+  int64_t bf16 = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "model tensor " << i;
+    bf16 += a[i].scalar_type() == torch::kBFloat16 ? 1 : 0;
+  }
+  EXPECT_EQ(bf16, 16);  // the weights and biases of the 4 linear layers of both blocks
+}
+
+TEST(HfTrainCommand, InstructionTuningCountsResponseTokensOnly) {
+  testing::TempDir dir;
+  std::string jsonl;
+  for (int i = 0; i < 40; ++i) {
+    jsonl += "{\"prompt\": \"Say " + std::to_string(i) + " twice, please.\", \"response\": \"" +
+             std::to_string(i) + " " + std::to_string(i) + (i % 3 == 0 ? " and once more" : "") +
+             "\"}\n";
+  }
+  const std::string data = dir.write("tasks.jsonl", jsonl).string();
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result r =
+      run("train " + hf_settings("tiny-llama") + "-s data.path=" + data +
+          " -s adapter.kind=lora -s train.steps=2 -s train.eval_every=2 --run-dir " + run_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The validation split's response tokens, as the plan reports them, are what evaluation
+  // counts: prompts and padding are not.
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.output, match,
+                                std::regex("validation +4 prompt/response pairs, up to \\d+ "
+                                           "tokens \\((\\d+) response tokens\\)")))
+      << r.output;
+  const auto evals = records(run_dir, "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(evals.back()["tokens"].get<int64_t>(), std::stoll(match[1].str()));
+  EXPECT_LT(std::stoll(match[1].str()), 4 * 24);
+}
+
+/// A copy of the tiny model `name` in a temporary directory, edited by `edit`.
+std::string edited_model(testing::TempDir& dir, const std::string& name,
+                         const std::function<void(const fs::path&)>& edit) {
+  const fs::path copy = dir.path() / name;
+  fs::copy(kHf + name, copy, fs::copy_options::recursive);
+  edit(copy);
+  return copy.string();
+}
+
+/// Rewrites the JSON file at `path` with `edit` applied.
+void edit_json(const fs::path& path, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json json = nlohmann::json::parse(testing::read_file(path.string()));
+  edit(json);
+  std::ofstream(path) << json.dump(1);
+}
+
+TEST(HfTrainCommand, BadModelDirectoriesAndSettingsExitWith2AndWriteNothing) {
+  testing::TempDir dir;
+  const auto expect_refused = [&](const std::string& settings, const std::string& message) {
+    const std::string run_dir = (dir.path() / "run").string();
+    const Result r = run("train -s train.steps=1 " + settings + " --run-dir " + run_dir);
+    EXPECT_EQ(r.exit_code, 2) << settings << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(message)) << settings;
+    EXPECT_FALSE(fs::exists(run_dir)) << settings;
+  };
+  const auto model = [](const std::string& path) {
+    return "-s model.kind=hf -s model.path=" + path + " ";
+  };
+  expect_refused(model(edited_model(dir, "tiny-llama",
+                                    [](const fs::path& d) {
+                                      edit_json(d / "config.json",
+                                                [](nlohmann::json& c) { c["foo_scale"] = 2; });
+                                    })),
+                 "unsupported field(s) for the Llama family (llama): \"foo_scale\" = 2");
+  expect_refused(model(edited_model(dir, "tiny-qwen2",
+                                    [](const fs::path& d) {
+                                      // Shard 1 holds every tensor but model.norm.weight,
+                                      // which the index puts in a shard that is not there.
+                                      const io::Safetensors all =
+                                          io::read_safetensors((d / "model.safetensors").string());
+                                      std::vector<io::NamedTensor> first;
+                                      nlohmann::json map;
+                                      for (const auto& [name, tensor] : all.tensors) {
+                                        const bool second = name == "model.norm.weight";
+                                        if (!second)
+                                          first.emplace_back(name, tensor);
+                                        map[name] = second ? "model-00002-of-00002.safetensors"
+                                                           : "model-00001-of-00002.safetensors";
+                                      }
+                                      fs::remove(d / "model.safetensors");
+                                      io::write_safetensors(
+                                          (d / "model-00001-of-00002.safetensors").string(), first);
+                                      std::ofstream(d / "model.safetensors.index.json")
+                                          << nlohmann::json{{"weight_map", map}}.dump();
+                                    })),
+                 "model-00002-of-00002.safetensors");
+  expect_refused(model(edited_model(dir, "tiny-gpt2",
+                                    [](const fs::path& d) {
+                                      edit_json(d / "config.json",
+                                                [](nlohmann::json& c) { c["n_inner"] = 48; });
+                                    })),
+                 "has shape [32, 128] but the model's \"transformer.h.0.mlp.c_fc.weight\" has "
+                 "shape [32, 48]");
+  expect_refused(model(edited_model(dir, "tiny-bert",
+                                    [](const fs::path& d) {
+                                      edit_json(d / "tokenizer.json", [](nlohmann::json& t) {
+                                        t["model"]["type"] = "Unigram";
+                                      });
+                                    })),
+                 "Unigram");
+  expect_refused("-s model.kind=hf", "model.kind = \"hf\" needs model.path");
+  expect_refused(model((dir.path() / "nowhere").string()), "nowhere");
+  expect_refused(model(kHf + "tiny-gpt2") + "-s adapter.base_dtype=bfloat16",
+                 "adapter.base_dtype = \"bfloat16\" stores frozen weights, which only "
+                 "adapter.kind = \"lora\" has");
+  expect_refused(model(kHf + "tiny-gpt2") + "-s adapter.kind=lora -s adapter.targets=q_prj",
+                 "adapter.targets: \"q_prj\" names no module of the model");
+  expect_refused(model(kHf + "tiny-gpt2") + "-s hf.context=64",
+                 "hf.context = 64 exceeds the model's 32 positions");
+}
+
+}  // namespace
+}  // namespace bigbatch

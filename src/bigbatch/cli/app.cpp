@@ -168,12 +168,22 @@ Subcommand add_export(CLI::App& app) {
   auto options = std::make_shared<ExportCommandOptions>();
   CLI::App* command = app.add_subcommand(
       "export",
-      "Write a run's model as safetensors (PyTorch names) plus a JSON spec of its architecture");
+      "Write a run's model as safetensors (PyTorch names) plus a JSON spec of its architecture, "
+      "or a pretrained model's as a Hugging Face directory or a PEFT adapter");
   command->add_option("run_dir", options->run_dir, "the training run's directory")->required();
   command
       ->add_option("--out", options->out,
-                   "the .safetensors file to write; the spec goes beside it as .json")
+                   "the .safetensors file to write (the spec goes beside it as .json), or the "
+                   "directory of --format hf or peft")
       ->required();
+  command
+      ->add_option("--format", options->format,
+                   "auto (bigbatch for built-in models, hf for model.kind = \"hf\"), bigbatch, "
+                   "hf (config.json, model.safetensors, tokenizer; adapters merged) or peft "
+                   "(adapter_config.json, adapter_model.safetensors)")
+      ->capture_default_str();
+  command->add_flag("--overwrite", options->overwrite,
+                    "replace an output directory that holds files (hf, peft)");
   command->add_option("--checkpoint", options->checkpoint,
                       "a checkpoint file to export (default: the run's newest usable one)");
   return {command, [options](std::ostream& out) { return run_export(*options, out); }};

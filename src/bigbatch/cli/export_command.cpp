@@ -3,17 +3,61 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "bigbatch/cli/config_reader.h"
+#include "bigbatch/cli/train_config.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/io/checkpoint_file.h"
+#include "bigbatch/job/hf_workload.h"
+#include "bigbatch/models/hf_export.h"
 #include "bigbatch/models/model_export.h"
 #include "bigbatch/models/model_info.h"
 #include "bigbatch/models/model_spec.h"
 
 namespace bigbatch::cli {
 
+namespace {
+
+/// Exports a run of model.kind = "hf" from its checkpoint: the model is rebuilt as the run
+/// built it (model directory, adapters, classes of its data) and gets the checkpoint's weights.
+int export_hf(const ExportCommandOptions& options, const engine::LoadedCheckpoint& checkpoint,
+              const TrainConfig& config, std::ostream& out) {
+  const std::string format = options.format == "auto" ? "hf" : options.format;
+  BB_CHECK_INPUT(format == "hf" || format == "peft", "bigbatch export --format ", options.format,
+                 ": a run of a pretrained model (model.kind = \"hf\") exports as \"hf\" (a "
+                 "model directory) or \"peft\" (its adapters)");
+  job::HfWorkloadParts parts;
+  const job::Workload workload = job::build_hf_workload(*config.hf, &parts);
+  engine::load_model_weights(checkpoint.path, *workload.module);
+  const auto written = models::save_hf_model(
+      parts.model,
+      models::HfExportOptions()
+          .source_directory(config.hf->model_path)
+          .output_directory(options.out)
+          .mode(format == "peft" ? models::HfExportMode::kPeft : models::HfExportMode::kMerged)
+          .class_names(parts.class_names)
+          .modules_to_save(config.hf->adapter.lora_options.trainable())
+          .overwrite(options.overwrite));
+  out << "exported " << parts.model.model_type << " (" << models::parameter_count(*workload.module)
+      << " parameters" << (format == "peft" ? ", adapters only" : "") << ") from "
+      << checkpoint.path << " (optimizer step " << checkpoint.state.summary.steps << ") to "
+      << options.out << ":";
+  for (const std::string& file : written)
+    out << " " << file;
+  out << "\n";
+  return 0;
+}
+
+}  // namespace
+
 int run_export(const ExportCommandOptions& options, std::ostream& out) {
-  BB_CHECK_INPUT(!options.out.empty(), "bigbatch export needs --out FILE (a .safetensors file)");
+  BB_CHECK_INPUT(!options.out.empty(),
+                 "bigbatch export needs --out PATH (a .safetensors file, or a directory for "
+                 "--format hf or peft)");
+  BB_CHECK_INPUT(options.format == "auto" || options.format == "bigbatch" ||
+                     options.format == "hf" || options.format == "peft",
+                 "bigbatch export --format must be auto, bigbatch, hf or peft, got \"",
+                 options.format, "\"");
   engine::LoadedCheckpoint checkpoint;
   if (options.checkpoint.empty()) {
     const std::string directory = options.run_dir + "/checkpoints";
@@ -30,6 +74,17 @@ int run_export(const ExportCommandOptions& options, std::ostream& out) {
     }
   }
   const nlohmann::ordered_json run = nlohmann::ordered_json::parse(checkpoint.run_json);
+  if (run.contains("config") && run.at("config").is_string()) {
+    ConfigReader reader = ConfigReader::from_string(run.at("config").get<std::string>(),
+                                                    checkpoint.path + " (its config)");
+    const TrainConfig config = read_train_config(reader);
+    if (config.hf)
+      return export_hf(options, checkpoint, config, out);
+  }
+  BB_CHECK_INPUT(options.format == "auto" || options.format == "bigbatch",
+                 "bigbatch export --format ", options.format, ": ", checkpoint.path,
+                 " holds a built-in model, which exports as \"bigbatch\" (safetensors and a JSON "
+                 "spec)");
   BB_CHECK_INPUT(run.contains("model"), checkpoint.path,
                  " holds no model spec (it was written by an older bigbatch); train the run "
                  "again to export it");

@@ -1,24 +1,60 @@
 #include "bigbatch/cli/generate_command.h"
 
+#include <filesystem>
+#include <memory>
+
 #include "bigbatch/core/check.h"
+#include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_export.h"
+#include "bigbatch/text/tokenizer.h"
 
 namespace bigbatch::cli {
+
+namespace {
+
+models::SampleOptions sample_options(const GenerateOptions& options) {
+  return models::SampleOptions()
+      .max_new_bytes(options.max_new_bytes)
+      .temperature(options.temperature)
+      .top_k(options.top_k)
+      .seed(options.seed);
+}
+
+/// A causal LM of a Hugging Face model directory continues the prompt, token by token, until
+/// max_new_bytes tokens or its EOS.
+int generate_hf(const GenerateOptions& options, std::ostream& out) {
+  const models::HfModel model = models::load_hf_model(options.model_path);
+  BB_CHECK_INPUT(model.task == models::HfTask::kCausalLm, "bigbatch generate needs a causal LM; ",
+                 options.model_path, " holds a ", model.model_type,
+                 " classifier (use bigbatch predict)");
+  const std::unique_ptr<text::Tokenizer> tokenizer = text::load_tokenizer(options.model_path);
+  torch::NoGradGuard no_grad;
+  model.module()->eval();
+  std::vector<int64_t> ids = tokenizer->encode(options.prompt);
+  const std::optional<int64_t> eos = tokenizer->special_tokens().eos;
+  if (ids.empty())
+    ids.push_back(eos.value_or(0));
+  const std::vector<int64_t> generated =
+      models::generate_ids([&model](const torch::Tensor& inputs) { return model.forward(inputs); },
+                           ids, model.max_positions(), sample_options(options), eos);
+  out << options.prompt << tokenizer->decode(generated) << "\n";
+  return 0;
+}
+
+}  // namespace
 
 int run_generate(const GenerateOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.max_new_bytes >= 0, "--max-new-bytes must be >= 0, got ",
                  options.max_new_bytes);
   BB_CHECK_INPUT(options.temperature > 0.0, "--temperature must be > 0, got ", options.temperature);
+  if (std::filesystem::is_directory(options.model_path))
+    return generate_hf(options, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   BB_CHECK_INPUT(exported.spec.kind == models::ModelKind::kGpt, "bigbatch generate needs a gpt; ",
                  options.model_path, " holds a ", models::to_string(exported.spec.kind),
                  exported.spec.classes() > 0 ? " classifier (use bigbatch predict)" : " model");
-  const std::string text = models::generate_text(exported.model.gpt, options.prompt,
-                                                 models::SampleOptions()
-                                                     .max_new_bytes(options.max_new_bytes)
-                                                     .temperature(options.temperature)
-                                                     .top_k(options.top_k)
-                                                     .seed(options.seed));
+  const std::string text =
+      models::generate_text(exported.model.gpt, options.prompt, sample_options(options));
   out << text << "\n";
   return 0;
 }

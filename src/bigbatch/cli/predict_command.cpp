@@ -6,11 +6,17 @@
 #include <stdexcept>
 #include <vector>
 
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+
 #include "bigbatch/core/check.h"
 #include "bigbatch/data/fortune_collections.h"
 #include "bigbatch/data/idx.h"
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/io/read_file.h"
+#include "bigbatch/job/hf_workload.h"
+#include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_export.h"
 
 namespace bigbatch::cli {
@@ -36,16 +42,11 @@ std::unique_ptr<data::Dataset> image_inputs(const models::ImageInputSpec& image,
       data::ImageDatasetOptions().mean(image.mean).std(image.std).num_classes(classes).name(path));
 }
 
+/// The texts of a predict input file: inputs separated by lines holding only %.
+std::vector<std::string> input_texts(const std::string& path);
+
 std::unique_ptr<data::Dataset> text_inputs(const models::ModelSpec& spec, const std::string& path) {
-  std::string text;
-  try {
-    text = io::read_file(path);
-  } catch (const std::runtime_error& error) {
-    throw InputError(error.what());
-  }
-  std::vector<std::string> texts = data::split_fortunes(text);
-  BB_CHECK_INPUT(!texts.empty(), path,
-                 ": no text to classify (inputs are separated by lines holding only %)");
+  std::vector<std::string> texts = input_texts(path);
   const std::vector<int64_t> labels(texts.size(), 0);
   return std::make_unique<data::FortuneDataset>(std::move(texts), labels, spec.class_names,
                                                 spec.bert.context());
@@ -68,7 +69,91 @@ std::unique_ptr<data::Dataset> classifier_inputs(const models::ModelSpec& spec,
   return text_inputs(spec, path);
 }
 
+namespace {
+
+/// Prints one line per input of `inputs`: its index and the `top` likeliest classes with their
+/// probabilities. `forward` maps a batch's inputs to logits (B, classes).
+void print_predictions(const data::Dataset& inputs,
+                       const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                       const std::vector<std::string>& class_names, int64_t top,
+                       std::ostream& out) {
+  torch::NoGradGuard no_grad;
+  for (int64_t start = 0; start < inputs.size(); start += kChunk) {
+    std::vector<int64_t> indices(static_cast<size_t>(std::min(kChunk, inputs.size() - start)));
+    std::iota(indices.begin(), indices.end(), start);
+    const torch::Tensor probs = torch::softmax(
+        forward(inputs.get(indices).inputs).to(torch::kFloat64), /*dim=*/-1);  // (B, K)
+    const auto [values, classes] = torch::topk(probs, top);                    // (B, top)
+    for (int64_t b = 0; b < values.size(0); ++b) {
+      out << start + b;
+      for (int64_t k = 0; k < top; ++k) {
+        out << '\t' << class_names.at(static_cast<size_t>(classes[b][k].item<int64_t>())) << '\t'
+            << probability_text(values[b][k].item<double>());
+      }
+      out << '\n';
+    }
+  }
+}
+
+/// The texts of a predict input file: inputs separated by lines holding only %.
+std::vector<std::string> input_texts(const std::string& path) {
+  std::string text;
+  try {
+    text = io::read_file(path);
+  } catch (const std::runtime_error& error) {
+    throw InputError(error.what());
+  }
+  std::vector<std::string> texts = data::split_fortunes(text);
+  BB_CHECK_INPUT(!texts.empty(), path,
+                 ": no text to classify (inputs are separated by lines holding only %)");
+  return texts;
+}
+
+/// The class names of a Hugging Face classifier: config.json's id2label, or LABEL_<i>.
+std::vector<std::string> hf_class_names(const std::string& directory, int64_t classes) {
+  const nlohmann::json config =
+      nlohmann::json::parse(io::read_file(directory + "/config.json"), nullptr, false);
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < classes; ++i) {
+    const std::string key = std::to_string(i);
+    const bool named = config.is_object() && config.contains("id2label") &&
+                       config["id2label"].contains(key) && config["id2label"][key].is_string();
+    names.push_back(named ? config["id2label"][key].get<std::string>() : "LABEL_" + key);
+  }
+  return names;
+}
+
+/// A classifier of a Hugging Face model directory, with its tokenizer.
+int predict_hf(const PredictOptions& options, std::ostream& out) {
+  const models::HfModel model = models::load_hf_model(options.model_path);
+  BB_CHECK_INPUT(model.task == models::HfTask::kClassification,
+                 "bigbatch predict needs a classifier; ", options.model_path, " holds a ",
+                 model.model_type, " language model (use bigbatch generate)");
+  BB_CHECK_INPUT(options.top >= 1 && options.top <= model.outputs(), "--top must be in [1, ",
+                 model.outputs(), "] (the model's classes), got ", options.top);
+  const std::unique_ptr<text::Tokenizer> tokenizer = text::load_tokenizer(options.model_path);
+  const int64_t context = std::min<int64_t>(512, model.max_positions());
+  std::vector<data::TokenIds> sequences;
+  for (const std::string& text : input_texts(options.input_path))
+    sequences.push_back(job::encode_truncated(*tokenizer, text, context));
+  const std::vector<int64_t> labels(sequences.size(), 0);
+  const std::vector<std::string> names = hf_class_names(options.model_path, model.outputs());
+  const int64_t pad = job::hf_pad_id(*tokenizer);
+  const data::TokenClassificationDataset inputs(
+      std::move(sequences), labels, names,
+      data::TokenDatasetOptions(context).pad_id(pad).name(options.input_path));
+  model.module()->eval();
+  print_predictions(
+      inputs, [&model, pad](const torch::Tensor& x) { return model.forward(x, x.ne(pad)); }, names,
+      options.top, out);
+  return 0;
+}
+
+}  // namespace
+
 int run_predict(const PredictOptions& options, std::ostream& out) {
+  if (std::filesystem::is_directory(options.model_path))
+    return predict_hf(options, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   const models::ModelSpec& spec = exported.spec;
   BB_CHECK_INPUT(spec.classes() > 0, "bigbatch predict needs a classifier (resnet or bert); ",
@@ -77,25 +162,13 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.top >= 1 && options.top <= spec.classes(), "--top must be in [1, ",
                  spec.classes(), "] (the model's classes), got ", options.top);
   const std::unique_ptr<data::Dataset> inputs = classifier_inputs(spec, options.input_path);
-  torch::NoGradGuard no_grad;
-  for (int64_t start = 0; start < inputs->size(); start += kChunk) {
-    std::vector<int64_t> indices(static_cast<size_t>(std::min(kChunk, inputs->size() - start)));
-    std::iota(indices.begin(), indices.end(), start);
-    torch::Tensor x = inputs->get(indices).inputs;  // (B, C, H, W) float32 or (B, T) int64
-    if (x.is_floating_point())
-      x = x.to(spec.dtype());
-    const torch::Tensor probs =
-        torch::softmax(exported.model.forward(x).to(torch::kFloat64), /*dim=*/-1);  // (B, K)
-    const auto [values, classes] = torch::topk(probs, options.top);                 // (B, top)
-    for (int64_t b = 0; b < values.size(0); ++b) {
-      out << start + b;
-      for (int64_t k = 0; k < options.top; ++k) {
-        out << '\t' << spec.class_names.at(static_cast<size_t>(classes[b][k].item<int64_t>()))
-            << '\t' << probability_text(values[b][k].item<double>());
-      }
-      out << '\n';
-    }
-  }
+  print_predictions(
+      *inputs,
+      [&exported, &spec](const torch::Tensor& x) {
+        // (B, C, H, W) float32 or (B, T) int64
+        return exported.model.forward(x.is_floating_point() ? x.to(spec.dtype()) : x);
+      },
+      spec.class_names, options.top, out);
   return 0;
 }
 

@@ -1,4 +1,5 @@
-// `bigbatch predict`: classify images or texts with an exported ResNet or BERT.
+// `bigbatch predict`: classify images or texts with an exported ResNet or BERT, or with a Hugging
+// Face classifier directory.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@ namespace bigbatch::cli {
 
 /// What the command line gave `bigbatch predict`.
 struct PredictOptions {
-  std::string model_path;  ///< an export (export_model) of a resnet or bert
+  std::string model_path;  ///< an export (export_model) of a resnet or bert, or an HF directory
   std::string input_path;  ///< IDX images (resnet) or a text file (bert)
   int64_t top = 1;         ///< classes printed per input, likeliest first
 };
@@ -30,7 +31,9 @@ std::unique_ptr<data::Dataset> classifier_inputs(const models::ModelSpec& spec,
 
 /// Loads the export and prints one line per input, in input order: its index, then the `top`
 /// likeliest classes, each as its name and its probability (softmax of the logits), separated by
-/// tabs, for example "0\tAnkle boot\t0.9712". Throws InputError for a `top` outside
+/// tabs, for example "0\tAnkle boot\t0.9712". A directory is read as a Hugging Face classifier
+/// with its tokenizer: texts as for a bert, cut to 512 tokens or the model's positions, classes
+/// named by its config's id2label. Throws InputError for a `top` outside
 /// [1, classes], a file that is not an export, a model that is not a classifier, or bad inputs.
 int run_predict(const PredictOptions& options, std::ostream& out);
 

@@ -41,38 +41,15 @@ TokenIds to_token_ids(const std::vector<int64_t>& ids) {
   return TokenIds(ids.begin(), ids.end());
 }
 
-/// Where a tokenizer's special tokens sit around a single sequence: [CLS] text [SEP] has one
-/// before and one after.
-struct SpecialFrame {
-  size_t before = 0;
-  size_t after = 0;
-};
-
-SpecialFrame special_frame(const text::Tokenizer& tokenizer) {
+/// How many special tokens the tokenizer puts after a text (BERT's [SEP]: 1), from a one-word
+/// probe.
+size_t special_tokens_after(const text::Tokenizer& tokenizer) {
   const std::vector<int64_t> plain = tokenizer.encode("a", /*add_special_tokens=*/false);
-  const std::vector<int64_t> framed = tokenizer.encode("a", /*add_special_tokens=*/true);
+  const std::vector<int64_t> framed = tokenizer.encode("a");
   const auto at = std::search(framed.begin(), framed.end(), plain.begin(), plain.end());
   if (plain.empty() || at == framed.end())
-    return {};
-  const auto before = static_cast<size_t>(at - framed.begin());
-  return {before, framed.size() - before - plain.size()};
-}
-
-/// `ids` cut to `context` tokens keeping the special tokens of `frame` at both ends, as
-/// transformers' truncation does.
-TokenIds truncated(const std::vector<int64_t>& ids, int64_t context, const SpecialFrame& frame) {
-  const auto limit = static_cast<size_t>(context);
-  if (ids.size() <= limit)
-    return to_token_ids(ids);
-  TokenIds cut(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit - frame.after));
-  cut.insert(cut.end(), ids.end() - static_cast<std::ptrdiff_t>(frame.after), ids.end());
-  return cut;
-}
-
-/// The id that pads inputs: the pad token, else EOS, else 0.
-int64_t pad_id_of(const text::Tokenizer& tokenizer) {
-  const text::SpecialTokens& special = tokenizer.special_tokens();
-  return special.pad ? *special.pad : special.eos ? *special.eos : 0;
+    return 0;
+  return framed.size() - static_cast<size_t>(at - framed.begin()) - plain.size();
 }
 
 /// The tokenized classification splits of a fortune or class-folder directory.
@@ -91,18 +68,16 @@ ClassificationData classification_data(const HfWorkloadOptions& options,
                                          .max_bytes(std::numeric_limits<int32_t>::max())
                                          .test_fraction(options.val_fraction)
                                          .seed(options.seed));
-  const SpecialFrame frame = special_frame(tokenizer);
   const auto options_for = [&](const std::string& name) {
-    return data::TokenDatasetOptions(context).pad_id(pad_id_of(tokenizer)).name(name);
+    return data::TokenDatasetOptions(context).pad_id(hf_pad_id(tokenizer)).name(name);
   };
   int64_t cut = 0;
   const auto tokenized = [&](const data::FortuneDataset& split, const std::string& name) {
     std::vector<TokenIds> sequences;
     std::vector<int64_t> labels;
     for (int64_t i = 0; i < split.size(); ++i) {
-      const std::vector<int64_t> ids = tokenizer.encode(split.text(i));
-      cut += static_cast<int64_t>(ids.size()) > context ? 1 : 0;
-      sequences.push_back(truncated(ids, context, frame));
+      sequences.push_back(encode_truncated(tokenizer, split.text(i), context));
+      cut += static_cast<int64_t>(sequences.back().size()) == context ? 1 : 0;
       labels.push_back(split.label(i));
     }
     return std::make_shared<data::TokenClassificationDataset>(
@@ -113,10 +88,11 @@ ClassificationData classification_data(const HfWorkloadOptions& options,
   loaded.val = texts.test().size() > 0 ? tokenized(texts.test(), "validation") : nullptr;
   loaded.class_names = texts.class_names();
   const int64_t total = texts.train().size() + texts.test().size();
-  loaded.description = cat(
-      group_thousands(total), " texts of ", texts.class_names().size(), " classes in ",
-      options.data_path, " (", group_thousands(cut), " cut to ", context, " tokens); train ",
-      group_thousands(texts.train().size()), ", validation ", group_thousands(texts.test().size()));
+  loaded.description =
+      cat(group_thousands(total), " texts of ", texts.class_names().size(), " classes in ",
+          options.data_path, " (", group_thousands(cut), " at the limit of ", context,
+          " tokens); train ", group_thousands(texts.train().size()), ", validation ",
+          group_thousands(texts.test().size()));
   return loaded;
 }
 
@@ -129,20 +105,20 @@ void add_instruction_data(const HfWorkloadOptions& options, const text::Tokenize
   const std::optional<int64_t> eos = tokenizer.special_tokens().eos;
   BB_CHECK_INPUT(eos.has_value(), options.model_path,
                  ": the tokenizer has no EOS token, which ends every response");
-  const SpecialFrame frame = special_frame(tokenizer);
+  const size_t after = special_tokens_after(tokenizer);
   std::vector<data::PromptResponse> train, val;
   const std::vector<bool> held =
       held_out(static_cast<int64_t>(records.size()), options.val_fraction, options.seed);
   for (size_t i = 0; i < records.size(); ++i) {
     // The prompt keeps what the tokenizer puts before a text (BOS), not what it puts after.
     std::vector<int64_t> prompt = tokenizer.encode(records[i].prompt);
-    prompt.resize(prompt.size() - std::min(frame.after, prompt.size()));
+    prompt.resize(prompt.size() - std::min(after, prompt.size()));
     std::vector<int64_t> response = tokenizer.encode(records[i].response, false);
     response.push_back(*eos);
     (held[i] ? val : train).push_back({to_token_ids(prompt), to_token_ids(response)});
   }
   const auto options_for = [&](const std::string& name) {
-    return data::TokenDatasetOptions(context).pad_id(pad_id_of(tokenizer)).name(name);
+    return data::TokenDatasetOptions(context).pad_id(hf_pad_id(tokenizer)).name(name);
   };
   auto train_set =
       std::make_shared<data::PromptResponseDataset>(std::move(train), options_for("train"));
@@ -238,6 +214,23 @@ std::string trainable_share(const torch::nn::Module& module) {
 
 }  // namespace
 
+data::TokenIds encode_truncated(const text::Tokenizer& tokenizer, const std::string& text,
+                                int64_t context) {
+  const std::vector<int64_t> ids = tokenizer.encode(text);
+  const auto limit = static_cast<size_t>(context);
+  if (ids.size() <= limit)
+    return to_token_ids(ids);
+  const size_t after = special_tokens_after(tokenizer);  // [SEP] stays at the end
+  TokenIds cut(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit - after));
+  cut.insert(cut.end(), ids.end() - static_cast<std::ptrdiff_t>(after), ids.end());
+  return cut;
+}
+
+int64_t hf_pad_id(const text::Tokenizer& tokenizer) {
+  const text::SpecialTokens& special = tokenizer.special_tokens();
+  return special.pad ? *special.pad : special.eos ? *special.eos : 0;
+}
+
 std::vector<std::string> default_lora_targets(const std::string& model_type) {
   if (model_type == "gpt2")
     return {"c_attn"};
@@ -256,7 +249,7 @@ int64_t hf_context(const HfWorkloadOptions& options, bool classification, int64_
   return std::min<int64_t>(classification ? 128 : 256, max_positions);
 }
 
-Workload build_hf_workload(const HfWorkloadOptions& options) {
+Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* parts) {
   const std::string model_type = models::read_hf_model_type(options.model_path);
   const bool classification = models::hf_task_of(model_type) == models::HfTask::kClassification;
   const std::shared_ptr<const text::Tokenizer> tokenizer = text::load_tokenizer(options.model_path);
@@ -283,7 +276,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options) {
   w.module = model.module();
   w.attention_keys = context;
 
-  const int64_t pad = pad_id_of(*tokenizer);
+  const int64_t pad = hf_pad_id(*tokenizer);
   if (classification) {
     w.train = classes.train;
     w.val = classes.val;
@@ -322,6 +315,8 @@ Workload build_hf_workload(const HfWorkloadOptions& options) {
                   ? "activations kept for backward"
                   : "recomputed in backward: less memory, more time");
   };
+  if (parts != nullptr)
+    *parts = {model, tokenizer, classes.class_names};
   if (!classification && options.sample.max_new_bytes() > 0) {
     w.generate_sample = [model, tokenizer, context, prompt = options.prompt,
                          sample = options.sample]() {

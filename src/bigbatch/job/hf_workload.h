@@ -9,10 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "bigbatch/data/token_datasets.h"
 #include "bigbatch/job/workload.h"
+#include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/sampling.h"
 #include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/recompute.h"
+#include "bigbatch/text/tokenizer.h"
 
 namespace bigbatch::job {
 
@@ -55,11 +58,27 @@ std::vector<std::string> default_lora_targets(const std::string& model_type);
 /// The context options.context resolves to for a model limited to `max_positions` positions.
 int64_t hf_context(const HfWorkloadOptions& options, bool classification, int64_t max_positions);
 
+/// The token ids of `text` with the tokenizer's special tokens, cut to `context` tokens keeping
+/// the special tokens at both ends ([CLS] ... [SEP]) as transformers' truncation does.
+data::TokenIds encode_truncated(const text::Tokenizer& tokenizer, const std::string& text,
+                                int64_t context);
+
+/// The id that pads a tokenizer's inputs: its pad token, else its EOS, else 0.
+int64_t hf_pad_id(const text::Tokenizer& tokenizer);
+
+/// The parts of a workload that exports and predictions need besides the module.
+struct HfWorkloadParts {
+  models::HfModel model;  ///< as loaded and adapted (the workload's module)
+  std::shared_ptr<const text::Tokenizer> tokenizer;
+  std::vector<std::string> class_names;  ///< a classifier's classes, by id
+};
+
 /// Loads the model and tokenizer of options.model_path and the data of options.data_path, and
 /// builds the workload: the model (initialised as its checkpoint, a fresh head from the current
 /// torch seed), its adapters and checkpointing, the tokenized training and validation splits,
 /// the token- or sample-weighted cross-entropy with padding ignored, the plan rows and (causal
 /// LM) a final sample. Throws InputError naming the file and what is wrong with it.
-Workload build_hf_workload(const HfWorkloadOptions& options);
+/// `parts`, when given, receives the model, the tokenizer and the class names.
+Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* parts = nullptr);
 
 }  // namespace bigbatch::job

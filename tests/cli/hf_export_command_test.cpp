@@ -1,0 +1,103 @@
+// `bigbatch export` of a run of a pretrained model, and `generate` / `predict` on Hugging Face
+// directories: the merged export continues a prompt exactly as the trained model did at the end
+// of its run, the PEFT export holds only the adapters, and the classifier's export names the
+// classes of its data.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/cli_support.h"
+#include "support/test_support.h"
+
+namespace bigbatch {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kHf = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/";
+
+std::string settings(const std::string& model) {
+  return "-s model.kind=hf -s model.path=" + kHf + model +
+         " -s hf.context=24 -s batch.global_batch=8 -s batch.micro_batch=4 -s train.threads=1 "
+         "-s train.blas_threads=1 -s train.eval_samples=32 -s train.steps=3 ";
+}
+
+TEST(HfExportCommand, TheMergedExportGeneratesWhatTheTrainedModelSampled) {
+  testing::TempDir dir;
+  const std::string corpus = dir.write("corpus.txt", small_corpus()).string();
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result train = run("train " + settings("tiny-gpt2") + "-s data.path=" + corpus +
+                           " -s adapter.kind=lora -s adapter.base_dtype=bfloat16 "
+                           "-s sample.prompt=the -s sample.bytes=12 --run-dir " +
+                           run_dir);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const std::string merged = (dir.path() / "merged").string();
+  const Result exported = run("export " + run_dir + " --out " + merged);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_THAT(exported.output, HasSubstr("config.json model.safetensors tokenizer.json"));
+  // The final sample used the same seed, temperature and top-k as generate's defaults.
+  const auto summary = nlohmann::json::parse(testing::read_file(run_dir + "/summary.json"));
+  const Result generated = run("generate " + merged + " --prompt the --max-new-bytes 12");
+  ASSERT_EQ(generated.exit_code, 0) << generated.output;
+  EXPECT_EQ(generated.output, summary["sample"].get<std::string>() + "\n");
+
+  const std::string adapter = (dir.path() / "adapter").string();
+  const Result peft = run("export " + run_dir + " --out " + adapter + " --format peft");
+  ASSERT_EQ(peft.exit_code, 0) << peft.output;
+  EXPECT_TRUE(fs::exists(adapter + "/adapter_model.safetensors"));
+  const auto config = nlohmann::json::parse(testing::read_file(adapter + "/adapter_config.json"));
+  EXPECT_EQ(config["task_type"], "CAUSAL_LM");
+  EXPECT_EQ(config["fan_in_fan_out"], true);
+
+  const Result again = run("export " + run_dir + " --out " + merged);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_THAT(again.output, HasSubstr("already holds files; choose another or set --overwrite"));
+  EXPECT_EQ(run("export " + run_dir + " --out " + merged + " --overwrite").exit_code, 0);
+  const Result classify = run("predict " + merged + " --input " + corpus);
+  EXPECT_EQ(classify.exit_code, 2);
+  EXPECT_THAT(classify.output, HasSubstr("holds a gpt2 language model (use bigbatch generate)"));
+}
+
+TEST(HfExportCommand, TheClassifiersExportPredictsTheClassesOfItsData) {
+  testing::TempDir dir;
+  for (const std::string label : {"cats", "dogs", "owls", "bees"}) {
+    for (int i = 0; i < 10; ++i)
+      dir.write("texts/" + label + "/" + std::to_string(i) + ".txt", label + " " + label);
+  }
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result train =
+      run("train " + settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
+          " -s data.min_per_class=5 --run-dir " + run_dir);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const std::string merged = (dir.path() / "merged").string();
+  ASSERT_EQ(run("export " + run_dir + " --out " + merged).exit_code, 0);
+  const auto config = nlohmann::json::parse(testing::read_file(merged + "/config.json"));
+  EXPECT_EQ(config["id2label"]["0"], "bees");  // classes in sorted folder order
+  EXPECT_EQ(config["id2label"]["3"], "owls");
+  const std::string inputs = dir.write("inputs.txt", "cats cats\n%\nbees\n%\nowls owls\n").string();
+  const Result predicted = run("predict " + merged + " --input " + inputs + " --top 4");
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  // Three lines: index, then all four classes with probabilities summing to 1.
+  std::istringstream lines(predicted.output);
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_THAT(line, ::testing::StartsWith(std::to_string(count) + "\t"));
+    for (const std::string label : {"cats", "dogs", "owls", "bees"})
+      EXPECT_THAT(line, HasSubstr("\t" + label + "\t"));
+    ++count;
+  }
+  EXPECT_EQ(count, 3);
+  const Result peft =
+      run("export " + run_dir + " --out " + (dir.path() / "a").string() + " --format peft");
+  EXPECT_EQ(peft.exit_code, 2);
+  EXPECT_THAT(peft.output, HasSubstr("has no LoRA adapters"));
+  EXPECT_THAT(peft.output, HasSubstr("export it with --format hf"));
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -13,6 +13,7 @@
 #include "bigbatch/core/table.h"
 #include "bigbatch/io/atomic_file.h"
 #include "bigbatch/job/builtin_workload.h"
+#include "bigbatch/job/hf_workload.h"
 #include "bigbatch/job/micro_batch_trial.h"
 #include "bigbatch/job/run_directory.h"
 #include "bigbatch/job/training_parts.h"
@@ -20,6 +21,7 @@
 #include "bigbatch/memory/tracker.h"
 #include "bigbatch/metrics/sink.h"
 #include "bigbatch/metrics/svg_chart.h"
+#include "bigbatch/models/hf_model.h"
 
 namespace bigbatch::cli {
 
@@ -62,12 +64,21 @@ struct BenchSetup {
   int64_t steps = 0;           ///< timed steps per point
 };
 
-/// The configured model from the seed, its loss under the configured precision.
-job::Workload builtin_workload(const TrainConfig& config, const job::LoadedData& data) {
+/// The configured model (built-in or model.kind = "hf") from the seed, its loss under the
+/// configured precision.
+job::Workload configured_workload(const TrainConfig& config, const job::LoadedData& data) {
   torch::manual_seed(config.job.trainer.seed());
-  job::Workload w = job::build_builtin_workload(config.model, data);
+  job::Workload w = config.hf ? job::build_hf_workload(*config.hf)
+                              : job::build_builtin_workload(config.model, data);
   job::autocast_objective(w, config.job.precision);
   return w;
+}
+
+/// The checkpointing of the configured model: the built-in model's or the pretrained one's.
+void set_checkpointing(TrainConfig& config, const std::string& policy) {
+  config.model.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
+  if (config.hf)
+    config.hf->checkpointing = config.model.checkpointing;
 }
 
 double median(std::vector<double> values) {
@@ -82,11 +93,11 @@ double median(std::vector<double> values) {
 Point measure(const BenchSetup& bench, const std::string& policy, int64_t micro_batch,
               int64_t timed_steps) {
   TrainConfig config = bench.config;
-  config.model.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
+  set_checkpointing(config, policy);
   Point point;
   point.policy = policy;
   point.micro_batch = micro_batch;
-  job::Workload w = builtin_workload(config, bench.data);
+  job::Workload w = configured_workload(config, bench.data);
   w.val.reset();  // no evaluation: only training steps are measured
   const engine::Plan plan = engine::resolve_plan(
       engine::BatchOptions(config.job.batch).micro_batch(micro_batch).accum_steps(0));
@@ -131,8 +142,8 @@ AutoCheck check_auto(const BenchSetup& bench, const std::string& policy, int64_t
   check.policy = policy;
   {
     TrainConfig config = bench.config;
-    config.model.checkpointing = nn::parse_checkpoint_policy(policy, "--checkpointing");
-    const job::Workload w = builtin_workload(config, bench.data);
+    set_checkpointing(config, policy);
+    const job::Workload w = configured_workload(config, bench.data);
     try {
       check.found = job::search_micro_batch(
           w, job::MicroBatchTrialOptions()
@@ -166,7 +177,18 @@ AutoCheck check_auto(const BenchSetup& bench, const std::string& policy, int64_t
 }
 
 std::string unit_name(const TrainConfig& config) {
+  if (config.hf) {
+    return models::hf_task_of(models::read_hf_model_type(config.hf->model_path)) ==
+                   models::HfTask::kCausalLm
+               ? "tokens"
+               : "samples";
+  }
   return config.model.kind == models::ModelKind::kGpt ? "tokens" : "samples";
+}
+
+/// "gpt", ..., or "hf" for a pretrained model.
+std::string model_name(const TrainConfig& config) {
+  return config.hf ? "hf" : models::to_string(config.model.kind);
 }
 
 std::vector<int64_t> default_micro_batches(int64_t global_batch) {
@@ -193,16 +215,16 @@ void complete_options(BenchMemoryOptions& options, const TrainConfig& config) {
       options.micro_batches.end());
   if (options.checkpointing.empty()) {
     options.checkpointing = {"none"};
-    if (config.model.kind != models::ModelKind::kMlp)
+    if (config.hf || config.model.kind != models::ModelKind::kMlp)
       options.checkpointing.push_back("blocks");
   }
   for (const std::string& policy : options.checkpointing) {
     const nn::CheckpointPolicy parsed = nn::parse_checkpoint_policy(policy, "--checkpointing");
-    BB_CHECK_INPUT(
-        config.model.kind != models::ModelKind::kMlp || parsed.mode == nn::CheckpointMode::kNone,
-        "--checkpointing ", policy,
-        " needs a block model (model.kind = \"gpt\"); the MLP has no blocks to "
-        "checkpoint: use --checkpointing none");
+    BB_CHECK_INPUT(config.hf || config.model.kind != models::ModelKind::kMlp ||
+                       parsed.mode == nn::CheckpointMode::kNone,
+                   "--checkpointing ", policy,
+                   " needs a block model (model.kind = \"gpt\"); the MLP has no blocks to "
+                   "checkpoint: use --checkpointing none");
   }
 }
 
@@ -313,8 +335,8 @@ std::string render_chart(const std::vector<Point>& points, const BenchMemoryOpti
     speed_panel.series.push_back(speed_series);
   }
   return metrics::render_svg({memory_panel, speed_panel},
-                             cat("bigbatch bench memory: ", models::to_string(config.model.kind),
-                                 ", global batch ", config.job.batch.global_batch()));
+                             cat("bigbatch bench memory: ", model_name(config), ", global batch ",
+                                 config.job.batch.global_batch()));
 }
 
 nlohmann::json to_json(const Point& p) {
@@ -398,9 +420,11 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   job::apply_thread_options(config.job);
   memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
   tracker.install();
-  const job::LoadedData data = job::load_builtin_data(config.model.kind, config.data);
+  // A pretrained model (model.kind = "hf") reads its data in its workload.
+  const job::LoadedData data =
+      config.hf ? job::LoadedData() : job::load_builtin_data(config.model.kind, config.data);
   {
-    const job::Workload w = builtin_workload(config, data);
+    const job::Workload w = configured_workload(config, data);
     BB_CHECK_INPUT(w.train->size() >= config.job.batch.global_batch(), "the training split holds ",
                    w.train->size(),
                    " samples, fewer than batch.global_batch = ", config.job.batch.global_batch(),
@@ -425,7 +449,7 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   }
   tracker.set_budget(0);
 
-  nlohmann::json report = {{"model", models::to_string(config.model.kind)},
+  nlohmann::json report = {{"model", model_name(config)},
                            {"global_batch", config.job.batch.global_batch()},
                            {"memory_budget", config.job.memory_budget},
                            {"timed_steps", options.steps},

@@ -18,6 +18,22 @@ namespace bigbatch::cli {
 
 namespace {
 
+/// An error of models::save_hf_model in the words of the command line.
+std::string with_export_flags(std::string message) {
+  const std::pair<std::string, std::string> flags[] = {
+      {"HfExportOptions.output_directory", "bigbatch export --out"},
+      {"HfExportOptions.overwrite", "--overwrite"},
+      {"HfExportOptions.mode = kPeft", "bigbatch export --format peft"},
+      {"export it with kMerged", "export it with --format hf"},
+  };
+  for (const auto& [field, flag] : flags) {
+    for (size_t at = message.find(field); at != std::string::npos;
+         at = message.find(field, at + flag.size()))
+      message.replace(at, field.size(), flag);
+  }
+  return message;
+}
+
 /// Exports a run of model.kind = "hf" from its checkpoint: the model is rebuilt as the run
 /// built it (model directory, adapters, classes of its data) and gets the checkpoint's weights.
 int export_hf(const ExportCommandOptions& options, const engine::LoadedCheckpoint& checkpoint,
@@ -29,15 +45,20 @@ int export_hf(const ExportCommandOptions& options, const engine::LoadedCheckpoin
   job::HfWorkloadParts parts;
   const job::Workload workload = job::build_hf_workload(*config.hf, &parts);
   engine::load_model_weights(checkpoint.path, *workload.module);
-  const auto written = models::save_hf_model(
-      parts.model,
-      models::HfExportOptions()
-          .source_directory(config.hf->model_path)
-          .output_directory(options.out)
-          .mode(format == "peft" ? models::HfExportMode::kPeft : models::HfExportMode::kMerged)
-          .class_names(parts.class_names)
-          .modules_to_save(config.hf->adapter.lora_options.trainable())
-          .overwrite(options.overwrite));
+  std::vector<std::string> written;
+  try {
+    written = models::save_hf_model(
+        parts.model,
+        models::HfExportOptions()
+            .source_directory(config.hf->model_path)
+            .output_directory(options.out)
+            .mode(format == "peft" ? models::HfExportMode::kPeft : models::HfExportMode::kMerged)
+            .class_names(parts.class_names)
+            .modules_to_save(config.hf->adapter.lora_options.trainable())
+            .overwrite(options.overwrite));
+  } catch (const InputError& error) {
+    throw InputError(with_export_flags(error.what()));
+  }
   out << "exported " << parts.model.model_type << " (" << models::parameter_count(*workload.module)
       << " parameters" << (format == "peft" ? ", adapters only" : "") << ") from "
       << checkpoint.path << " (optimizer step " << checkpoint.state.summary.steps << ") to "

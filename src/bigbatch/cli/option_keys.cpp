@@ -61,10 +61,6 @@ const std::vector<std::pair<std::string, std::string>>& option_keys() {
       {"LoraOptions.rank", "adapter.rank"},
       {"LoraOptions.alpha", "adapter.alpha"},
       {"LoraOptions.dropout", "adapter.dropout"},
-      {"HfExportOptions.output_directory", "bigbatch export --out"},
-      {"HfExportOptions.overwrite", "--overwrite"},
-      {"HfExportOptions.mode = kPeft", "bigbatch export --format peft"},
-      {"export it with kMerged", "export it with --format hf"},
   };
   return keys;
 }

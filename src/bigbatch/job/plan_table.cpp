@@ -1,5 +1,7 @@
 #include "bigbatch/job/plan_table.h"
 
+#include <map>
+
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/memory/tracker.h"
@@ -12,10 +14,22 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                        const engine::Plan& plan) {
   table.section("model");
   table.add("model", w.name, w.description);
-  const std::vector<torch::Tensor> parameters = w.module->parameters();
-  const bool float64 = !parameters.empty() && parameters.front().scalar_type() == torch::kFloat64;
+  // The dtype of the parameters, or each dtype's share when frozen weights are stored narrower.
+  std::map<std::string, int64_t> by_dtype;
+  for (const torch::Tensor& p : w.module->parameters())
+    by_dtype[std::string(c10::toString(p.scalar_type()))] += p.numel();
+  std::string dtypes;
+  for (const auto& [dtype, count] : by_dtype) {
+    const std::string name = dtype == "Double"     ? "float64"
+                             : dtype == "Float"    ? "float32"
+                             : dtype == "BFloat16" ? "bfloat16"
+                             : dtype == "Half"     ? "float16"
+                                                   : dtype;
+    dtypes += (dtypes.empty() ? "" : ", ") + name +
+              (by_dtype.size() > 1 ? " " + human_count(static_cast<double>(count)) : "");
+  }
   table.add("parameters", human_count(static_cast<double>(models::parameter_count(*w.module))),
-            float64 ? "float64" : "float32");
+            dtypes.empty() ? "float32" : dtypes);
   table.add("precision", nn::to_string(options.precision),
             options.precision == nn::Precision::kFp32
                 ? std::string("no autocast")

@@ -10,8 +10,10 @@ namespace bigbatch::job {
 int64_t optimizer_state_bytes(const engine::OptimizerOptions& optimizer,
                               const torch::nn::Module& module) {
   int64_t parameter_bytes = 0;
+  // Frozen parameters (adapters' base weights) get no state.
   for (const torch::Tensor& parameter : module.parameters()) {
-    parameter_bytes += parameter.numel() * static_cast<int64_t>(parameter.element_size());
+    if (parameter.requires_grad())
+      parameter_bytes += parameter.numel() * static_cast<int64_t>(parameter.element_size());
   }
   if (optimizer.kind() == engine::OptimizerKind::kAdamW)
     return 2 * parameter_bytes;

@@ -13,8 +13,8 @@
 
 namespace bigbatch::job {
 
-/// Bytes of optimizer state that exist from the first step on: two moments per parameter
-/// (AdamW) or one momentum buffer (SGD with momentum).
+/// Bytes of optimizer state that exist from the first step on: two moments per trainable
+/// parameter (AdamW) or one momentum buffer (SGD with momentum); frozen parameters have none.
 int64_t optimizer_state_bytes(const engine::OptimizerOptions& optimizer,
                               const torch::nn::Module& module);
 

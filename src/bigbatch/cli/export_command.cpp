@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bigbatch/cli/config_reader.h"
+#include "bigbatch/cli/option_keys.h"
 #include "bigbatch/cli/train_config.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/engine/checkpoint.h"
@@ -18,20 +19,15 @@ namespace bigbatch::cli {
 
 namespace {
 
-/// An error of models::save_hf_model in the words of the command line.
-std::string with_export_flags(std::string message) {
-  const std::pair<std::string, std::string> flags[] = {
+/// The library names in save_hf_model's errors, as the command line spells them.
+const std::vector<std::pair<std::string, std::string>>& export_flags() {
+  static const std::vector<std::pair<std::string, std::string>> flags = {
       {"HfExportOptions.output_directory", "bigbatch export --out"},
       {"HfExportOptions.overwrite", "--overwrite"},
       {"HfExportOptions.mode = kPeft", "bigbatch export --format peft"},
       {"export it with kMerged", "export it with --format hf"},
   };
-  for (const auto& [field, flag] : flags) {
-    for (size_t at = message.find(field); at != std::string::npos;
-         at = message.find(field, at + flag.size()))
-      message.replace(at, field.size(), flag);
-  }
-  return message;
+  return flags;
 }
 
 /// Exports a run of model.kind = "hf" from its checkpoint: the model is rebuilt as the run
@@ -57,7 +53,7 @@ int export_hf(const ExportCommandOptions& options, const engine::LoadedCheckpoin
             .modules_to_save(config.hf->adapter.lora_options.trainable())
             .overwrite(options.overwrite));
   } catch (const InputError& error) {
-    throw InputError(with_export_flags(error.what()));
+    throw InputError(with_names_replaced(error.what(), export_flags()));
   }
   out << "exported " << parts.model.model_type << " (" << models::parameter_count(*workload.module)
       << " parameters" << (format == "peft" ? ", adapters only" : "") << ") from "

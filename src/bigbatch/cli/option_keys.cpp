@@ -65,12 +65,13 @@ const std::vector<std::pair<std::string, std::string>>& option_keys() {
   return keys;
 }
 
-std::string with_config_keys(std::string message) {
+std::string with_names_replaced(std::string message,
+                                const std::vector<std::pair<std::string, std::string>>& names) {
   const auto continues_a_name = [&message](size_t at) {
     return at < message.size() &&
            (std::isalnum(static_cast<unsigned char>(message[at])) || message[at] == '_');
   };
-  for (const auto& [field, key] : option_keys()) {
+  for (const auto& [field, key] : names) {
     size_t at = message.find(field);
     while (at != std::string::npos) {
       if (continues_a_name(at + field.size())) {
@@ -82,6 +83,10 @@ std::string with_config_keys(std::string message) {
     }
   }
   return message;
+}
+
+std::string with_config_keys(std::string message) {
+  return with_names_replaced(std::move(message), option_keys());
 }
 
 }  // namespace bigbatch::cli

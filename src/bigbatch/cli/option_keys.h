@@ -13,6 +13,11 @@ namespace bigbatch::cli {
 /// {"TrainerOptions.total_steps", "train.steps"}.
 const std::vector<std::pair<std::string, std::string>>& option_keys();
 
+/// `message` with every name of `names` (first) replaced by its second, where the name is not
+/// the start of a longer one ("LoraOptions.rank" is not replaced in "LoraOptions.ranks").
+std::string with_names_replaced(std::string message,
+                                const std::vector<std::pair<std::string, std::string>>& names);
+
 /// `message` with every Options field of option_keys() replaced by its config key.
 std::string with_config_keys(std::string message);
 

@@ -43,7 +43,18 @@ std::unique_ptr<data::Dataset> image_inputs(const models::ImageInputSpec& image,
 }
 
 /// The texts of a predict input file: inputs separated by lines holding only %.
-std::vector<std::string> input_texts(const std::string& path);
+std::vector<std::string> input_texts(const std::string& path) {
+  std::string text;
+  try {
+    text = io::read_file(path);
+  } catch (const std::runtime_error& error) {
+    throw InputError(error.what());
+  }
+  std::vector<std::string> texts = data::split_fortunes(text);
+  BB_CHECK_INPUT(!texts.empty(), path,
+                 ": no text to classify (inputs are separated by lines holding only %)");
+  return texts;
+}
 
 std::unique_ptr<data::Dataset> text_inputs(const models::ModelSpec& spec, const std::string& path) {
   std::vector<std::string> texts = input_texts(path);
@@ -93,20 +104,6 @@ void print_predictions(const data::Dataset& inputs,
       out << '\n';
     }
   }
-}
-
-/// The texts of a predict input file: inputs separated by lines holding only %.
-std::vector<std::string> input_texts(const std::string& path) {
-  std::string text;
-  try {
-    text = io::read_file(path);
-  } catch (const std::runtime_error& error) {
-    throw InputError(error.what());
-  }
-  std::vector<std::string> texts = data::split_fortunes(text);
-  BB_CHECK_INPUT(!texts.empty(), path,
-                 ": no text to classify (inputs are separated by lines holding only %)");
-  return texts;
 }
 
 /// The class names of a Hugging Face classifier: config.json's id2label, or LABEL_<i>.

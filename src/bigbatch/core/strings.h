@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace bigbatch {
 
@@ -14,6 +15,15 @@ inline bool starts_with(const std::string& text, const std::string& prefix) {
 inline bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// The parts joined by `separator`: join({"a", "b"}) == "a, b".
+inline std::string join(const std::vector<std::string>& parts,
+                        const std::string& separator = ", ") {
+  std::string out;
+  for (const std::string& part : parts)
+    out += (out.empty() ? "" : separator) + part;
+  return out;
 }
 
 }  // namespace bigbatch

@@ -23,13 +23,6 @@ bool is_blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n\v\f") == std::string::npos;
 }
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& part : parts)
-    out += (out.empty() ? "" : ", ") + part;
-  return out;
-}
-
 void check_options(const FortuneCollectionsOptions& options) {
   BB_CHECK_INPUT(options.max_bytes() >= 1, "fortune max_bytes must be at least 1, got ",
                  options.max_bytes());

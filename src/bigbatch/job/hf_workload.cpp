@@ -172,13 +172,6 @@ std::vector<std::string> fresh_modules(const std::vector<std::string>& fresh) {
   return modules;
 }
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& part : parts)
-    out += (out.empty() ? "" : ", ") + part;
-  return out;
-}
-
 /// Adds the adapters, freezes the rest and narrows the frozen weights; returns the plan row.
 std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter) {
   torch::nn::Module& module = *model.module();

@@ -14,6 +14,18 @@ Standard library and torch only. Usage (bench/compare runs it):
 
     OPENBLAS_CORETYPE=SkylakeX bench/peer.py --model gpt --precision bf16 --steps 20 \
         --global-batch 64 --micro-batch 8 --threads 2 --out peer.jsonl
+
+On a GPU (`--device cuda`, scripts/gpu-check runs it): the model and the data live on the GPU,
+autocast runs on CUDA (fp16 with torch.amp.GradScaler: scaled backward per micro-batch; unscale,
+clip, step and update once per window), every timed window is bracketed by
+torch.cuda.synchronize(), and each window's record carries its peak_bytes
+(torch.cuda.max_memory_allocated, reset at the window's start: the caching allocator's count,
+as bigbatch's on CUDA), which replaces the profiled window. The GPT's attention is
+F.scaled_dot_product_attention(is_causal=True) there (`--attention`), the kernel bigbatch's
+model.attention = "auto" takes on a GPU. The CPU path is unchanged.
+
+    bench/peer.py --device cuda --model gpt --gpt-layers 8 --gpt-embed 512 --gpt-heads 8 \
+        --gpt-context 256 --micro-batch 8 --precision fp16 --steps 1000 --max-seconds 12
 """
 import argparse
 import ctypes
@@ -110,14 +122,15 @@ class Images:
 
 # --- the jobs: bigbatch's defaults (configs/*.toml) ----------------------------------------------
 
-def build_job(kind):
+def build_job(kind, args):
     """(model, dataset, optimizer factory, max_grad_norm, token_loss) of a built-in job."""
-    if kind == "gpt":  # [gpt] context 64, 4 layers, 4 heads, width 128; AdamW 4e-3
-        model = bigbatch_torch.Gpt(context=64, layers=4, heads=4, embed=128)
-        return model, Sequences(read_corpus(FORTUNES), 64), adamw, 1.0, True
+    if kind == "gpt":  # [gpt] context 64, 4 layers, 4 heads, width 128 (--gpt-*); AdamW 4e-3
+        model = bigbatch_torch.Gpt(context=args.gpt_context, layers=args.gpt_layers,
+                                   heads=args.gpt_heads, embed=args.gpt_embed)
+        return model, Sequences(read_corpus(args.data), args.gpt_context), adamw, 1.0, True
     if kind == "mlp":  # [mlp] context 8, embed 32, 2 x 256 hidden
         model = bigbatch_torch.Mlp(context=8, embed=32, hidden=256, layers=2)
-        return model, Contexts(read_corpus(FORTUNES), 8), adamw, 1.0, False
+        return model, Contexts(read_corpus(args.data), 8), adamw, 1.0, False
     if kind == "resnet":  # configs/resnet-fashion-mnist.toml: ResNet-8, width 16, BatchNorm; SGD
         model = bigbatch_torch.ResNet(depth=8, width=16, in_channels=1, classes=10, norm="batch")
         return model, Images(), sgd, 0.0, False
@@ -246,12 +259,95 @@ def gemm_peak(seconds=1.0):
     return best
 
 
+# --- the GPU -------------------------------------------------------------------------------------
+
+def fused_causal_attention(qkv, heads, blocked, dropout, training):
+    """bigbatch_torch.multi_head_attention with F.scaled_dot_product_attention(is_causal=True):
+    the same math for the GPT's causal mask (`blocked` is its (T, T) future mask), through the
+    fused kernel (flash attention on CUDA), which keeps no (T, T) probabilities for backward."""
+    batch, time, three_c = qkv.shape
+    embed = three_c // 3
+    q, k, v = (part.view(batch, time, heads, embed // heads).transpose(1, 2)
+               for part in qkv.chunk(3, dim=-1))
+    y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout if training else 0.0,
+                                       is_causal=True)
+    return y.transpose(1, 2).contiguous().view(batch, time, embed)
+
+
+def move_data(data, device):
+    """Puts a data set's tensors on `device`: sample gathering then runs there too."""
+    for name in ("data", "val", "offsets", "images", "labels"):
+        if isinstance(getattr(data, name, None), torch.Tensor):
+            setattr(data, name, getattr(data, name).to(device))
+
+
+def refuse_unusable_cuda(args):
+    """Exits with a clear message where --device cuda cannot run."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        built = (f"built with CUDA {torch.version.cuda}" if torch.version.cuda
+                 else "built without CUDA")
+        sys.exit(f"peer.py: --device cuda needs a CUDA GPU, but torch.cuda.is_available() is "
+                 f"False here (torch {torch.__version__}, {built}); use --device cpu")
+    if args.device == "cpu" and args.precision == "fp16":
+        sys.exit("peer.py: --precision fp16 runs on CUDA only (with a GradScaler); on the CPU "
+                 "use fp32 or bf16")
+
+
+def timed_cuda_windows(args, train_window, emit):
+    """The timed windows on the GPU: synchronised before and after, each with its own peak.
+    Returns the highest window peak."""
+    started, highest = None, 0
+    for step in range(1, args.steps + 1):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        started = start if started is None else started
+        samples, tokens, loss = train_window()
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        peak = torch.cuda.max_memory_allocated()
+        highest = max(highest, peak)
+        emit({"type": "window", "step": step, "loss": loss, "step_seconds": seconds,
+              "samples_per_second": samples / seconds, "tokens_per_second": tokens / seconds,
+              "peak_bytes": peak})
+        if args.max_seconds > 0 and time.perf_counter() - started >= args.max_seconds:
+            break
+    return highest
+
+
+def summarise_cuda(args, emit, params, flops, attention, scaler, peak):
+    """The summary line of a GPU run: peak_bytes is the highest window peak."""
+    emit({"type": "summary", "device": "cuda", "gpu": torch.cuda.get_device_name(),
+          "peak_bytes": peak, "peak_rss_bytes": peak_rss_bytes(),
+          "parameters": sum(p.numel() for p in params), "train_flops_per_sample": flops,
+          "torch": torch.__version__, "cuda": torch.version.cuda, "precision": args.precision,
+          "attention": attention, "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+          "optimizer": "torch.optim.AdamW (PyTorch's default implementation for CUDA tensors)",
+          "final_loss_scale": scaler.get_scale() if scaler else None})
+
+
 # --- the loop -------------------------------------------------------------------------------------
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="gpt", choices=["gpt", "mlp", "resnet"])
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                        help="autocast dtype; fp16 (with a GradScaler) on CUDA only")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the model and data live (cuda: the current GPU)")
+    parser.add_argument("--data", default=FORTUNES,
+                        help="the text corpus of the gpt and mlp jobs: a file or a directory")
+    parser.add_argument("--gpt-context", type=int, default=64)
+    parser.add_argument("--gpt-layers", type=int, default=4)
+    parser.add_argument("--gpt-heads", type=int, default=4)
+    parser.add_argument("--gpt-embed", type=int, default=128)
+    parser.add_argument("--attention", default="auto", choices=["auto", "composite", "fused"],
+                        help="the GPT's attention: composite = masked product, softmax, product "
+                             "(bigbatch_torch's); fused = F.scaled_dot_product_attention; "
+                             "auto = composite on the CPU, fused on CUDA")
+    parser.add_argument("--max-seconds", type=float, default=0.0,
+                        help="stop after the window in which this many seconds of timed "
+                             "windows are reached (0 = run all --steps)")
     parser.add_argument("--global-batch", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps")
@@ -269,8 +365,19 @@ def main():
     if args.gemm_peak:
         print(json.dumps(gemm_peak()))
         return
+    refuse_unusable_cuda(args)
+    cuda = args.device == "cuda"
+    device = torch.device(args.device)
+    attention = args.attention if args.attention != "auto" else ("fused" if cuda else "composite")
+    if attention == "fused":
+        if args.model != "gpt":
+            sys.exit("peer.py: --attention fused is for the gpt model (a causal mask)")
+        bigbatch_torch.multi_head_attention = fused_causal_attention
     torch.manual_seed(args.seed)
-    model, data, make_optimizer, max_grad_norm, token_loss = build_job(args.model)
+    model, data, make_optimizer, max_grad_norm, token_loss = build_job(args.model, args)
+    if cuda:  # initialised on the CPU, as there, then moved
+        model.to(device)
+        move_data(data, device)
     model.train()
     optimizer = make_optimizer(model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.steps))
@@ -278,6 +385,8 @@ def main():
     order = torch.randperm(data.size)
     position = 0
     out = sys.stdout if args.out == "-" else open(args.out, "w")
+    autocast_dtype = torch.float16 if args.precision == "fp16" else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None
 
     def emit(record):
         out.write(json.dumps(record) + "\n")
@@ -290,6 +399,8 @@ def main():
             order, position = torch.randperm(data.size), 0
         window = order[position:position + args.global_batch]
         position += args.global_batch
+        if cuda:
+            return train_window_cuda(window.to(device))
         micro = [data.get(window[i:i + args.micro_batch])
                  for i in range(0, args.global_batch, args.micro_batch)]
         count = sum(m[2] for m in micro)  # tokens (GPT) or samples in the whole window
@@ -308,13 +419,48 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         return args.global_batch, count if token_loss else 0, total
 
-    flops = train_flops_per_sample(model, data.get(order[:1])[0])
+    def train_window_cuda(window):
+        """train_window on the GPU: autocast on CUDA, fp16 through the GradScaler (one unscale,
+        step and update per window), and the loss read once per window (loss.item() after
+        every micro-batch would wait for the GPU each time)."""
+        micro = [data.get(window[i:i + args.micro_batch])
+                 for i in range(0, args.global_batch, args.micro_batch)]
+        count = sum(m[2] for m in micro)
+        total = torch.zeros((), device=device)
+        for inputs, targets, _ in micro:
+            with torch.autocast("cuda", dtype=autocast_dtype, enabled=args.precision != "fp32"):
+                logits = model(inputs)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                       targets.reshape(-1), reduction="sum") / count
+            (scaler.scale(loss) if scaler else loss).backward()
+            total += loss.detach()
+        if scaler:
+            scaler.unscale_(optimizer)
+        if max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+        if scaler:
+            scaler.step(optimizer)  # skipped by the scaler when the window overflowed
+            scaler.update()
+        else:
+            optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return args.global_batch, count if token_loss else 0, total.item()
+
+    flops = train_flops_per_sample(model, data.get(order[:1].to(device))[0])
+    if cuda:
+        peak = timed_cuda_windows(args, train_window, emit)
+        summarise_cuda(args, emit, params, flops, attention, scaler, peak)
+        return
+    started = time.perf_counter()
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
         samples, tokens, loss = train_window()
         seconds = time.perf_counter() - start
         emit({"type": "window", "step": step, "loss": loss, "step_seconds": seconds,
               "samples_per_second": samples / seconds, "tokens_per_second": tokens / seconds})
+        if args.max_seconds > 0 and time.perf_counter() - started >= args.max_seconds:
+            break
 
     rss = peak_rss_bytes()  # before the profiler, whose event records take memory of their own
     peak_bytes = 0

@@ -48,6 +48,32 @@ TEST(DoctorChecks, CudaSaysWhyNot) {
   EXPECT_EQ(f.value, "available, 2 device(s)");
 }
 
+TEST(DoctorChecks, GpusTheirCapabilitiesAndTheCudaLibraries) {
+  cli::GpuReport report;
+  EXPECT_TRUE(cli::gpu_findings(report).empty());  // a CPU-only build says nothing more
+  report.built_with_cuda = true;
+  report.runtime_version = "13.2";
+  report.gpus.push_back({"NVIDIA H200", int64_t{150} << 30, 9, 0, true, true});
+  report.gpus.push_back({"Tesla V100-SXM2-16GB", int64_t{16} << 30, 7, 0, false, true});
+  std::vector<Finding> f = cli::gpu_findings(report);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].topic, "gpu 0");
+  EXPECT_EQ(f[0].value, "NVIDIA H200, 150.0 GiB");
+  EXPECT_EQ(f[0].detail, "compute capability 9.0; bf16 yes, fp16 yes");
+  EXPECT_EQ(f[1].detail, "compute capability 7.0; bf16 no (fp16 or fp32 instead), fp16 yes");
+  EXPECT_EQ(f[2].topic, "cuda versions");
+  EXPECT_EQ(f[2].value, "runtime 13.2, driver none");
+  EXPECT_EQ(f[3].value, "not in this build");
+  report.driver_version = "13.0";
+  report.nccl_version = "2.27.3";
+  f = cli::gpu_findings(report);
+  EXPECT_EQ(f[2].value, "runtime 13.2, driver 13.0");
+  EXPECT_EQ(f[3].value, "2.27.3");
+  // This build's own report: the runtime's version exactly when CUDA is compiled in.
+  const cli::GpuReport here = cli::gpu_report();
+  EXPECT_EQ(here.built_with_cuda, !here.runtime_version.empty());
+}
+
 TEST(DoctorChecks, ReferenceBlasIsAProblemWithItsFix) {
   BlasLibrary reference;
   reference.kind = BlasKind::kReference;

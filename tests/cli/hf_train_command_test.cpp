@@ -121,13 +121,67 @@ TEST(HfTrainCommand, InstructionTuningCountsResponseTokensOnly) {
   // counts: prompts and padding are not.
   std::smatch match;
   ASSERT_TRUE(std::regex_search(r.output, match,
-                                std::regex("validation +4 prompt/response pairs, up to \\d+ "
+                                std::regex("validation +4 samples, up to \\d+ "
                                            "tokens \\((\\d+) response tokens\\)")))
       << r.output;
   const auto evals = records(run_dir, "eval");
   ASSERT_FALSE(evals.empty());
   EXPECT_EQ(evals.back()["tokens"].get<int64_t>(), std::stoll(match[1].str()));
   EXPECT_LT(std::stoll(match[1].str()), 4 * 24);
+}
+
+/// Chat records: `count` conversations of one or two user/assistant exchanges, the first with a
+/// system message.
+std::string chat_records(int count) {
+  std::string jsonl;
+  for (int i = 0; i < count; ++i) {
+    const std::string n = std::to_string(i);
+    nlohmann::json messages = nlohmann::json::array();
+    if (i == 0)
+      messages.push_back({{"role", "system"}, {"content", "Answer with digits."}});
+    messages.push_back({{"role", "user"}, {"content", "Say " + n + " twice."}});
+    messages.push_back({{"role", "assistant"}, {"content", n + " " + n}});
+    if (i % 2 == 1) {
+      messages.push_back({{"role", "user"}, {"content", "Once more?"}});
+      messages.push_back({{"role", "assistant"}, {"content", n}});
+    }
+    jsonl += nlohmann::json{{"messages", messages}}.dump() + "\n";
+  }
+  return jsonl;
+}
+
+TEST(HfTrainCommand, ChatRecordsTrainOnTheAssistantTurnsOfTheChatTemplate) {
+  testing::TempDir dir;
+  const std::string data = dir.write("chat.jsonl", chat_records(40)).string();
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result r =
+      run("train " + hf_settings("tiny-qwen2") + "-s hf.context=64 -s data.path=" + data +
+          " -s train.steps=2 -s train.eval_every=2 --run-dir " + run_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("40 chat conversations in " + data));
+  EXPECT_THAT(r.output, HasSubstr("the loss counts response tokens only (the assistant turns)"));
+  // Evaluation counts exactly the assistant tokens the plan reports for the validation split.
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(
+      r.output, match,
+      std::regex("validation +4 samples, up to \\d+ tokens \\((\\d+) response tokens\\)")))
+      << r.output;
+  const auto evals = records(run_dir, "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(evals.back()["tokens"].get<int64_t>(), std::stoll(match[1].str()));
+  EXPECT_GT(std::stoll(match[1].str()), 0);
+}
+
+TEST(HfTrainCommand, ChatRecordsWithoutAChatTemplateExitWith2) {
+  testing::TempDir dir;
+  const std::string data = dir.write("chat.jsonl", chat_records(4)).string();
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result r = run("train " + hf_settings("tiny-gpt2") + "-s data.path=" + data +
+                       " -s train.steps=1 --run-dir " + run_dir);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("holds chat \"messages\" records, but the tokenizer of"));
+  EXPECT_THAT(r.output, HasSubstr("has no chat template"));
+  EXPECT_FALSE(fs::exists(run_dir));
 }
 
 /// A copy of the tiny model `name` in a temporary directory, edited by `edit`.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bigbatch/core/device.h"
 #include "bigbatch/core/threads.h"
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/attention.h"
@@ -355,11 +356,35 @@ TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {
                        out);
   };
   bad("-s model.precision=fp8", "model.precision");
-  bad("-s model.precision=fp16", "model.precision = \"fp16\" needs a CUDA build");
+  bad("-s train.device=cpu -s model.precision=fp16",
+      "model.precision = \"fp16\" needs a CUDA build");
   bad("-s model.bf16_matmul=onednn", "model.bf16_matmul");
   bad("-s model.precision=bf16 -s model.dtype=float64",
       "model.precision = \"bf16\" autocasts float32 weights");
   bad("-s train.blas_threads=-1", "train.blas_threads = -1 must be >= 0");
+}
+
+TEST_F(TrainCommand, DevicesThatCannotBeUsedAreInputErrors) {
+  const std::string out = run_dir("never");
+  const auto bad = [&](const std::string& device, const std::string& expected) {
+    expect_input_error(
+        run("train " + corpus_arg() + "-s train.device=" + device + " --run-dir " + out), expected,
+        out);
+  };
+  bad("gpu", "train.device = \"gpu\" is not a device; expected \"auto\", \"cpu\"");
+  const CudaAvailability cuda = cuda_availability();
+  if (!cuda.built_with_cuda)
+    bad("cuda", "train.device = \"cuda\": this LibTorch has no CUDA");
+  else if (cuda.device_count == 0)
+    bad("cuda:0", "train.device = \"cuda:0\": no GPU is visible to this process");
+  bad("cuda:99", cuda.device_count > 0  ? "the index is out of range"
+                 : cuda.built_with_cuda ? "no GPU is visible"
+                                        : "this LibTorch has no CUDA");
+  // The plan names the device: here the CPU unless a GPU is there.
+  const Result plan = run("train --plan " + corpus_arg() + kTinyGpt);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find(cuda.device_count > 0 ? "cuda:0 (" : "cpu  "), std::string::npos)
+      << plan.output;
 }
 
 TEST_F(TrainCommand, KernelChoicesShowInThePlanAndMistakesAreInputErrors) {

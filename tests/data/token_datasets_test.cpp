@@ -39,12 +39,18 @@ TEST(PackedTokenDataset, BlocksShareOneTokenAndTheLastIsPadded) {
               HasSubstr("val has 1 tokens; need at least 2"));
 }
 
-TEST(PromptResponseDataset, OnlyResponseTokensAreTargets) {
-  std::vector<PromptResponse> samples = {
-      {{1, 2, 3}, {4, 5, 9}},  // 6 tokens: inputs 5
-      {{1}, {6, 9}},           // 3 tokens: inputs 2, padded
+TEST(PromptThenResponse, LearnsTheResponseTokens) {
+  const SupervisedTokens sample = prompt_then_response({1, 2}, {3, 4});
+  EXPECT_EQ(sample.tokens, (TokenIds{1, 2, 3, 4}));
+  EXPECT_EQ(sample.learned, (std::vector<uint8_t>{0, 0, 1, 1}));
+}
+
+TEST(SupervisedTokenDataset, OnlyResponseTokensAreTargets) {
+  std::vector<SupervisedTokens> samples = {
+      prompt_then_response({1, 2, 3}, {4, 5, 9}),  // 6 tokens: inputs 5
+      prompt_then_response({1}, {6, 9}),           // 3 tokens: inputs 2, padded
   };
-  const PromptResponseDataset data(samples, TokenDatasetOptions(8).pad_id(0));
+  const SupervisedTokenDataset data(samples, TokenDatasetOptions(8).pad_id(0));
   const Batch batch = data.get({0, 1});
   ASSERT_EQ(batch.inputs.sizes(), (torch::IntArrayRef{2, 5}));
   EXPECT_EQ(row(batch.inputs, 0), (std::vector<int64_t>{1, 2, 3, 4, 5}));
@@ -53,25 +59,39 @@ TEST(PromptResponseDataset, OnlyResponseTokensAreTargets) {
   EXPECT_EQ(row(batch.targets, 1), (std::vector<int64_t>{6, 9, -100, -100, -100}));
   // The loss counts exactly the 5 response tokens.
   EXPECT_EQ(batch.targets.ne(-100).sum().item<int64_t>(), 5);
-  EXPECT_THAT(data.describe(), HasSubstr("2 prompt/response pairs, up to 5 tokens (5 response"));
+  EXPECT_THAT(data.describe(), HasSubstr("2 samples, up to 5 tokens (5 response tokens)"));
 }
 
-TEST(PromptResponseDataset, LongSamplesAreCutAndPromptsFillingTheContextDropped) {
-  std::vector<PromptResponse> samples = {
-      {{1, 2}, {3, 4, 5, 6, 9}},  // cut to 4 + 1 tokens: responses 3, 4, 5
-      {{1, 2, 3, 4, 5}, {6}},     // prompt fills context + 1: dropped
-      {{1}, {}},                  // no response: dropped
+TEST(SupervisedTokenDataset, EveryLearnedSpanOfAConversationIsATarget) {
+  // user 1 2, assistant 3 4, user 5, assistant 6 7: two learned spans.
+  const SupervisedTokenDataset data({{{1, 2, 3, 4, 5, 6, 7}, {0, 0, 1, 1, 0, 1, 1}}},
+                                    TokenDatasetOptions(16));
+  const Batch batch = data.get({0});
+  EXPECT_EQ(row(batch.inputs, 0), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(row(batch.targets, 0), (std::vector<int64_t>{-100, 3, 4, -100, 6, 7}));
+  EXPECT_THAT(data.describe(), HasSubstr("(4 response tokens)"));
+  EXPECT_THROW(SupervisedTokenDataset({{{1, 2}, {0}}}, TokenDatasetOptions(4)), std::logic_error);
+}
+
+TEST(SupervisedTokenDataset, LongSamplesAreCutAndPromptsFillingTheContextDropped) {
+  std::vector<SupervisedTokens> samples = {
+      prompt_then_response({1, 2}, {3, 4, 5, 6, 9}),  // cut to 4 + 1 tokens: responses 3, 4, 5
+      prompt_then_response({1, 2, 3, 4, 5}, {6}),     // prompt fills context + 1: dropped
+      prompt_then_response({1}, {}),                  // no response: dropped
+      {{7, 8}, {1, 0}},                               // only token 0 learned: no target
   };
-  const PromptResponseDataset data(samples, TokenDatasetOptions(4));
+  const SupervisedTokenDataset data(samples, TokenDatasetOptions(4));
   EXPECT_EQ(data.size(), 1);
-  EXPECT_EQ(data.dropped(), 2);
+  EXPECT_EQ(data.dropped(), 3);
   const Batch batch = data.get({0});
   EXPECT_EQ(row(batch.inputs, 0), (std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_EQ(row(batch.targets, 0), (std::vector<int64_t>{-100, 3, 4, 5}));
+  EXPECT_THAT(data.describe(), HasSubstr("3 dropped: no response token within the context"));
   EXPECT_THAT(input_error_of([] {
-                PromptResponseDataset({{{1, 2, 3}, {4}}}, TokenDatasetOptions(2).name("train"));
+                SupervisedTokenDataset({prompt_then_response({1, 2, 3}, {4})},
+                                       TokenDatasetOptions(2).name("train"));
               }),
-              HasSubstr("train: none of the 1 prompt/response pairs keeps a response token"));
+              HasSubstr("train: none of the 1 samples keeps a response token"));
 }
 
 TEST(TokenClassificationDataset, PaddedToTheLongestWithClassTargets) {

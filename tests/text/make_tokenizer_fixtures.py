@@ -202,13 +202,19 @@ def llama3():
         # Llama 3's tokenizer.json writes merges as pairs (tokenizers >= 0.20).
         model=bpe_model(vocab, [m.split(" ") if isinstance(m, str) else m for m in merges],
                         ignore_merges=True))
-    chat = ("{% for message in messages %}<|start_header_id|>{{ message['role'] }}"
-            "<|end_header_id|>\n\n{{ message['content'] }}<|eot_id|>{% endfor %}")
+    chat = chat_template("llama3")
     return write_fixture("llama3-bpe", t, {
         "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
         "model_input_names": ["input_ids", "attention_mask"], "chat_template": chat,
         "model_max_length": 131072, "tokenizer_class": "PreTrainedTokenizerFast"},
         {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
+
+
+def chat_template(name):
+    """The chat template tests/text/conversations/NAME.jinja (the conversation tests' golden
+    values were made with it)."""
+    with open(os.path.join(HERE, "conversations", name + ".jinja"), encoding="utf-8") as f:
+        return f.read()
 
 
 def qwen2():
@@ -224,8 +230,7 @@ def qwen2():
               model=bpe_model(vocab, [" ".join(m) if isinstance(m, list) else m
                                       for m in merges],
                               continuing_subword_prefix="", end_of_word_suffix=""))
-    chat = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
-            "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}")
+    chat = chat_template("chatml")
     return write_fixture("qwen2-bpe", t, {
         "add_prefix_space": False, "bos_token": None, "eos_token": "<|endoftext|>",
         "pad_token": "<|endoftext|>", "unk_token": None, "chat_template": chat,

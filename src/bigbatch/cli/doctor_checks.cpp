@@ -15,6 +15,7 @@
 #include "bigbatch/core/openblas_kernels.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/data/image_dataset.h"
+#include "bigbatch/dist/process_group.h"
 #include "bigbatch/io/read_file.h"
 
 namespace bigbatch::cli {
@@ -152,6 +153,45 @@ Finding diagnose_cuda(const CudaFacts& f) {
                          : std::string()),
                  "check nvidia-smi, CUDA_VISIBLE_DEVICES and that the CUDA runtime in LibTorch "
                  "is not newer than the driver supports");
+}
+
+GpuReport gpu_report() {
+  GpuReport report;
+  const CudaAvailability cuda = cuda_availability();
+  report.built_with_cuda = cuda.built_with_cuda;
+  for (int i = 0; i < cuda.device_count; ++i)
+    report.gpus.push_back(gpu_properties(i));
+  report.runtime_version = cuda_runtime_version();
+  report.driver_version = cuda_driver_version();
+  report.nccl_version = dist::nccl_version();
+  return report;
+}
+
+std::vector<Finding> gpu_findings(const GpuReport& report) {
+  std::vector<Finding> findings;
+  if (!report.built_with_cuda)
+    return findings;
+  for (size_t i = 0; i < report.gpus.size(); ++i) {
+    const GpuProperties& gpu = report.gpus[i];
+    findings.push_back(
+        {cat("gpu ", i), cat(gpu.name, ", ", format_bytes(gpu.memory_bytes)),
+         cat("compute capability ", gpu.major, ".", gpu.minor, "; bf16 ",
+             gpu.bf16 ? "yes" : "no (fp16 or fp32 instead)", ", fp16 ", gpu.fp16 ? "yes" : "no"),
+         false, ""});
+  }
+  findings.push_back(
+      {"cuda versions",
+       cat("runtime ", report.runtime_version.empty() ? "unknown" : report.runtime_version,
+           ", driver ", report.driver_version.empty() ? "none" : report.driver_version),
+       report.driver_version.empty() ? "no NVIDIA driver: the CUDA runtime cannot start"
+                                     : "the driver supports CUDA up to its version",
+       false, ""});
+  findings.push_back({"nccl",
+                      report.nccl_version.empty() ? "not in this build" : report.nccl_version,
+                      report.nccl_version.empty() ? "data parallel over Gloo only"
+                                                  : "data parallel on GPUs (dist.backend = nccl)",
+                      false, ""});
+  return findings;
 }
 
 Finding threads_finding(const ThreadSettings& at_start, int cores) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bigbatch/core/blas_library.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/threads.h"
 #include "bigbatch/data/text_corpus.h"
@@ -41,6 +42,22 @@ CudaFacts cuda_facts(const std::string& show_config);
 /// Whether CUDA is available and, if not, why: a CPU-only LibTorch build, no driver, no device.
 /// A problem where a GPU is there but cannot be used.
 Finding diagnose_cuda(const CudaFacts& facts);
+
+/// What the doctor reports of the GPUs and the CUDA libraries.
+struct GpuReport {
+  std::vector<GpuProperties> gpus;  ///< every visible device, by index
+  std::string runtime_version;      ///< CUDA runtime, "" without CUDA
+  std::string driver_version;       ///< newest CUDA the driver supports, "" without a driver
+  std::string nccl_version;         ///< "" in a build without NCCL
+  bool built_with_cuda = false;
+};
+
+/// The GPUs and CUDA libraries of this build and machine.
+GpuReport gpu_report();
+
+/// One line per GPU (name, memory, compute capability, bf16 and fp16 support), then the CUDA
+/// runtime and driver versions and the NCCL version; nothing for a build without CUDA.
+std::vector<Finding> gpu_findings(const GpuReport& report);
 
 /// OpenMP and OpenBLAS threads as this process started (`at_start`), the cores, the environment
 /// variables that set them, and what training chooses per precision.

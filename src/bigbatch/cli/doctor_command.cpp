@@ -38,13 +38,18 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   std::vector<Finding> findings = {
       libtorch_finding(show_config),
       diagnose_cuda(cuda_facts(show_config)),
-      threads_finding(at_start, available_cores()),
-      blas_finding,
-      matmul_finding(torch::kFloat, options.matmul_seconds),
-      matmul_finding(torch::kBFloat16, options.matmul_seconds),
-      cpu_bf16_finding(cpu_flags, parse_cpu_model(cpuinfo)),
-      memory_finding(parse_meminfo(io::read_file_or_empty("/proc/meminfo"))),
   };
+  const std::vector<Finding> gpus = gpu_findings(gpu_report());
+  findings.insert(findings.end(), gpus.begin(), gpus.end());
+  findings.insert(findings.end(),
+                  {
+                      threads_finding(at_start, available_cores()),
+                      blas_finding,
+                      matmul_finding(torch::kFloat, options.matmul_seconds),
+                      matmul_finding(torch::kBFloat16, options.matmul_seconds),
+                      cpu_bf16_finding(cpu_flags, parse_cpu_model(cpuinfo)),
+                      memory_finding(parse_meminfo(io::read_file_or_empty("/proc/meminfo"))),
+                  });
   for (Finding& finding : dataset_findings(DatasetLocations()))
     findings.push_back(std::move(finding));
   findings.push_back(run_dir_finding(options.run_dir));

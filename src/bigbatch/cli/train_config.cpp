@@ -7,6 +7,7 @@
 #include "bigbatch/cli/option_keys.h"
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/dist/process_group.h"
 #include "bigbatch/engine/trainer.h"
@@ -123,6 +124,15 @@ void read_models(ConfigReader& c, TrainConfig& t) {
   t.model.float64 =
       c.get_choice("model.dtype", t.model.float64 ? "float64" : "float32", {"float32", "float64"},
                    "dtype of parameters, gradients and optimizer state") == "float64";
+  t.device = c.get_string("train.device", t.device,
+                          "where the model trains: auto (a GPU when this build and machine have "
+                          "one), cpu, cuda or cuda:N",
+                          ResumeChange::kPermitted);
+  try {
+    t.job.device = parse_device(t.device, cuda_availability(), "train.device");
+  } catch (const InputError& error) {
+    throw InputError(cat(c.source(), ": ", error.what()));
+  }
   t.job.precision = nn::parse_precision(
       c.get_choice("model.precision", nn::to_string(t.job.precision), {"fp32", "bf16", "fp16"},
                    "compute precision of forward passes (autocast); weights and gradients stay "
@@ -151,7 +161,7 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    ResumeChange::kFree),
       "model.attention");
   try {
-    nn::check_precision_supported(t.job.precision, torch::kCPU, "model.precision");
+    nn::check_precision_supported(t.job.precision, t.job.device.type(), "model.precision");
   } catch (const InputError& error) {
     throw InputError(cat(c.source(), ": ", with_config_keys(error.what())));
   }
@@ -385,9 +395,10 @@ void read_dist(ConfigReader& c, TrainConfig& t) {
       " of seconds", ResumeChange::kFree);
   t.job.dist_backend = dist::parse_backend(
       c.get_string("dist.backend", "auto",
-                   "data parallel: \"gloo\" (CPU), \"nccl\" (CUDA builds) or \"auto\"",
+                   "data parallel: \"gloo\" (CPU), \"nccl\" (CUDA builds) or \"auto\" (NCCL "
+                   "when training on a GPU)",
                    ResumeChange::kFree),
-      false, c.where("dist.backend") + ": dist.backend");
+      t.job.device.is_cuda(), c.where("dist.backend") + ": dist.backend");
   const double bucket_mb = read_positive(
       c, "dist.bucket_mb", static_cast<double>(t.job.trainer.bucket_bytes()) / (1024.0 * 1024.0),
       "data parallel: MiB of gradient per all-reduce bucket; smaller buckets start earlier "

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 
 namespace bigbatch {
 namespace {
@@ -23,8 +24,7 @@ RngState::Snapshot RngState::snapshot(const torch::Device& device) {
 }
 
 RngState RngState::capture(const torch::nn::Module& model) {
-  const std::vector<torch::Tensor> parameters = model.parameters();
-  return capture(parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device());
+  return capture(device_of(model));
 }
 
 RngState RngState::capture(const torch::Device& device) {

@@ -17,6 +17,11 @@ struct Batch {
   int64_t size() const { return inputs.size(0); }
 };
 
+/// `batch` on `device`: the same tensors when they are there already, else copies. From pinned
+/// host memory the copies to a GPU are asynchronous on the current stream, which orders them
+/// before the kernels that read them.
+Batch to_device(const Batch& batch, const torch::Device& device);
+
 /// A finite, indexable collection of samples. Implementations are immutable after construction,
 /// so one dataset may be read from several threads.
 class Dataset {

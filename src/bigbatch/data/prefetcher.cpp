@@ -40,7 +40,7 @@ Batch Prefetcher::next() {
     const std::vector<int64_t> indices = std::move(slots_.front().indices);
     slots_.pop_front();
     lock.unlock();
-    return dataset_.get(indices);
+    return gather(indices);
   }
   changed_.wait(lock, [this] { return slots_.front().done; });
   Slot slot = std::move(slots_.front());
@@ -66,6 +66,21 @@ int64_t Prefetcher::pending() const {
   return static_cast<int64_t>(slots_.size());
 }
 
+void Prefetcher::pin_batches() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  BB_CHECK(slots_.empty(), "Prefetcher::pin_batches() after ", slots_.size(), " requests");
+  pin_ = true;
+}
+
+Batch Prefetcher::gather(const std::vector<int64_t>& indices) const {
+  Batch batch = dataset_.get(indices);
+  if (pin_) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+  }
+  return batch;
+}
+
 void Prefetcher::run() {
   use_one_intra_op_thread_on_this_thread();  // the training thread has the cores
   std::unique_lock<std::mutex> lock(mutex_);
@@ -84,7 +99,7 @@ void Prefetcher::run() {
     std::exception_ptr error;
     try {
       const torch::NoGradGuard no_grad;
-      batch = dataset_.get(indices);
+      batch = gather(indices);
     } catch (...) {
       error = std::current_exception();
     }

@@ -61,6 +61,10 @@ class Prefetcher {
   int64_t pending() const;
   /// The most batches held at a time.
   int64_t depth() const { return depth_; }
+  /// From now on, copies every gathered batch into pinned (page-locked) host memory, on the
+  /// worker, so that its copy to a GPU can run asynchronously beside the compute. Call before
+  /// the first request; needs a CUDA build.
+  void pin_batches();
 
  private:
   /// One request and, once gathered, its result.
@@ -72,6 +76,8 @@ class Prefetcher {
   };
 
   void run();
+  /// dataset_.get(indices), pinned when pin_ is set.
+  Batch gather(const std::vector<int64_t>& indices) const;
 
   const Dataset& dataset_;
   const int64_t depth_;
@@ -83,6 +89,7 @@ class Prefetcher {
   uint64_t generation_ = 0;          // bumped by clear(): a gather in flight is discarded
   bool busy_ = false;                // the worker is inside Dataset::get
   bool stop_ = false;
+  bool pin_ = false;  // set before the first request, read by the worker
   std::thread worker_;
 };
 

@@ -56,32 +56,47 @@ std::string PackedTokenDataset::describe() const {
              " tokens (", group_thousands(static_cast<int64_t>(tokens_->size())), " tokens)");
 }
 
-PromptResponseDataset::PromptResponseDataset(std::vector<PromptResponse> samples,
-                                             const TokenDatasetOptions& options)
+SupervisedTokens prompt_then_response(const TokenIds& prompt, const TokenIds& response) {
+  SupervisedTokens sample;
+  sample.tokens = prompt;
+  sample.tokens.insert(sample.tokens.end(), response.begin(), response.end());
+  sample.learned.assign(prompt.size(), 0);
+  sample.learned.resize(sample.tokens.size(), 1);
+  return sample;
+}
+
+SupervisedTokenDataset::SupervisedTokenDataset(std::vector<SupervisedTokens> samples,
+                                               const TokenDatasetOptions& options)
     : options_(options) {
   check_context(options_);
   const auto limit = static_cast<size_t>(options_.context()) + 1;  // inputs and the last target
-  for (PromptResponse& sample : samples) {
-    if (sample.response.empty() || sample.prompt.size() >= limit) {
+  for (SupervisedTokens& sample : samples) {
+    BB_CHECK(sample.learned.size() == sample.tokens.size(), "a sample of ", sample.tokens.size(),
+             " tokens has a learned mask of ", sample.learned.size());
+    const size_t kept = std::min(sample.tokens.size(), limit);
+    // Token 0 is never a target: nothing before it predicts it.
+    const auto learned = static_cast<int64_t>(
+        kept < 2 ? 0 : std::count(sample.learned.begin() + 1, sample.learned.begin() + kept, 1));
+    if (learned == 0) {
       ++dropped_;
       continue;
     }
-    const size_t kept = std::min(sample.response.size(), limit - sample.prompt.size());
-    sample.response.resize(kept);
-    response_tokens_ += static_cast<int64_t>(kept);
-    length_ = std::max(length_, static_cast<int64_t>(sample.prompt.size() + kept) - 1);
+    sample.tokens.resize(kept);
+    sample.learned.resize(kept);
+    response_tokens_ += learned;
+    length_ = std::max(length_, static_cast<int64_t>(kept) - 1);
     samples_.push_back(std::move(sample));
   }
   BB_CHECK_INPUT(!samples_.empty(), options_.name(), ": none of the ", dropped_,
-                 " prompt/response pairs keeps a response token within the context of ",
-                 options_.context(), " tokens (a longer context, or shorter prompts)");
+                 " samples keeps a response token within the context of ", options_.context(),
+                 " tokens (a longer context, or shorter prompts)");
 }
 
-int64_t PromptResponseDataset::size() const {
+int64_t SupervisedTokenDataset::size() const {
   return static_cast<int64_t>(samples_.size());
 }
 
-Batch PromptResponseDataset::get(const std::vector<int64_t>& indices) const {
+Batch SupervisedTokenDataset::get(const std::vector<int64_t>& indices) const {
   const auto batch = static_cast<int64_t>(indices.size());
   torch::Tensor inputs = torch::full({batch, length_}, options_.pad_id(), torch::kLong);  // (B, T)
   torch::Tensor targets =
@@ -89,26 +104,23 @@ Batch PromptResponseDataset::get(const std::vector<int64_t>& indices) const {
   int64_t* input_rows = inputs.data_ptr<int64_t>();
   int64_t* target_rows = targets.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
-    const PromptResponse& sample = samples_[checked(indices[static_cast<size_t>(b)], size())];
-    const auto prompt = static_cast<int64_t>(sample.prompt.size());
-    const int64_t length = prompt + static_cast<int64_t>(sample.response.size());
-    const auto token = [&](int64_t t) -> int64_t {
-      return t < prompt ? sample.prompt[static_cast<size_t>(t)]
-                        : sample.response[static_cast<size_t>(t - prompt)];
-    };
-    for (int64_t t = 0; t + 1 < length; ++t) {
-      input_rows[b * length_ + t] = token(t);
-      if (t + 1 >= prompt)  // the next token is a response token
-        target_rows[b * length_ + t] = token(t + 1);
+    const SupervisedTokens& sample = samples_[checked(indices[static_cast<size_t>(b)], size())];
+    for (size_t t = 0; t + 1 < sample.tokens.size(); ++t) {
+      const auto at = b * length_ + static_cast<int64_t>(t);
+      input_rows[at] = sample.tokens[t];
+      if (sample.learned[t + 1] != 0)
+        target_rows[at] = sample.tokens[t + 1];
     }
   }
   return {inputs, targets};
 }
 
-std::string PromptResponseDataset::describe() const {
-  return cat(group_thousands(size()), " prompt/response pairs, up to ", group_thousands(length_),
-             " tokens (", group_thousands(response_tokens_), " response tokens",
-             dropped_ > 0 ? cat("; ", dropped_, " dropped: prompt fills the context") : "", ")");
+std::string SupervisedTokenDataset::describe() const {
+  return cat(
+      group_thousands(size()), " samples, up to ", group_thousands(length_), " tokens (",
+      group_thousands(response_tokens_), " response tokens",
+      dropped_ > 0 ? cat("; ", dropped_, " dropped: no response token within the context") : "",
+      ")");
 }
 
 TokenClassificationDataset::TokenClassificationDataset(std::vector<TokenIds> sequences,

@@ -1,5 +1,5 @@
-// Datasets of tokenized text for pretrained models: packed causal-LM blocks, prompt/response
-// pairs whose loss counts only the response, and classified sequences. They hold token ids; the
+// Datasets of tokenized text for pretrained models: packed causal-LM blocks, instruction
+// samples whose loss counts only the responses, and classified sequences. They hold token ids; the
 // caller tokenizes (text::Tokenizer).
 #pragma once
 
@@ -53,34 +53,40 @@ class PackedTokenDataset : public Dataset {
   TokenDatasetOptions options_;
 };
 
-/// An instruction-tuning sample: the prompt (with any chat markup) and the response the model
-/// learns to give (ending with the EOS token).
-struct PromptResponse {
-  TokenIds prompt;
-  TokenIds response;
+/// An instruction-tuning sample: its tokens, and which of them the model learns to produce
+/// (the responses, or a conversation's assistant turns). The others (prompts, chat markup, user
+/// turns) are context only.
+struct SupervisedTokens {
+  TokenIds tokens;
+  std::vector<uint8_t> learned;  ///< 1 where tokens[t] is a target; as long as tokens
 };
 
-/// Instruction tuning: each sample is prompt + response, cut to context + 1 tokens, predicting
-/// each next token; targets are ignore_index over the prompt and the padding, so the loss and
-/// the window normalisation count response tokens only. T is the longest sample (at most
-/// context); shorter ones are right-padded with pad_id, which a causal model never attends to
-/// from a real position. Samples whose prompt leaves no response token within the context are
-/// dropped and counted.
-class PromptResponseDataset : public Dataset {
+/// A prompt followed by its response, the response's tokens learned:
+/// prompt_then_response({1, 2}, {3}) == {{1, 2, 3}, {0, 0, 1}}.
+SupervisedTokens prompt_then_response(const TokenIds& prompt, const TokenIds& response);
+
+/// Instruction tuning: each sample is cut to context + 1 tokens, predicting each next token;
+/// targets are ignore_index where the next token is not learned and over the padding, so the
+/// loss and the window normalisation count learned (response) tokens only. T is the longest
+/// sample (at most context); shorter ones are right-padded with pad_id, which a causal model
+/// never attends to from a real position. Samples that keep no learned token within the context
+/// (a prompt that fills it) are dropped and counted.
+class SupervisedTokenDataset : public Dataset {
  public:
-  /// Throws InputError when context < 1 or no sample keeps a response token.
-  PromptResponseDataset(std::vector<PromptResponse> samples, const TokenDatasetOptions& options);
+  /// Throws InputError when context < 1 or no sample keeps a learned token; std::logic_error
+  /// when a sample's mask is not as long as its tokens.
+  SupervisedTokenDataset(std::vector<SupervisedTokens> samples, const TokenDatasetOptions& options);
   int64_t size() const override;
-  /// inputs (B, T) int64, targets (B, T) int64 (ignore_index outside the responses).
+  /// inputs (B, T) int64, targets (B, T) int64 (ignore_index where not learned).
   Batch get(const std::vector<int64_t>& indices) const override;
-  /// For example "500 prompt/response pairs, up to 256 tokens (12,345 response tokens; 2
-  /// dropped: prompt fills the context)".
+  /// For example "500 samples, up to 256 tokens (12,345 response tokens; 2 dropped: no response
+  /// token within the context)".
   std::string describe() const override;
-  /// Samples dropped because their prompt fills the context.
+  /// Samples dropped because they keep no learned token within the context.
   int64_t dropped() const { return dropped_; }
 
  private:
-  std::vector<PromptResponse> samples_;
+  std::vector<SupervisedTokens> samples_;
   TokenDatasetOptions options_;
   int64_t length_ = 0;  ///< T
   int64_t response_tokens_ = 0;

@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef BIGBATCH_WITH_NCCL
+#include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -18,6 +19,14 @@
 #include "bigbatch/core/check.h"
 
 namespace bigbatch::dist {
+
+std::string nccl_version() {
+#ifdef BIGBATCH_WITH_NCCL
+  return c10d::getNcclVersion();
+#else
+  return "";
+#endif
+}
 
 Backend parse_backend(const std::string& text, bool cuda, const std::string& field) {
 #ifdef BIGBATCH_WITH_NCCL

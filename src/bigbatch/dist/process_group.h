@@ -22,6 +22,9 @@ enum class Backend {
 /// Parses "gloo" | "nccl" | "auto" (NCCL in builds that have it and when `cuda` is true, else
 /// Gloo); throws InputError naming `field` otherwise, or for "nccl" in a build without NCCL.
 Backend parse_backend(const std::string& text, bool cuda, const std::string& field);
+
+/// The version of the NCCL library LibTorch uses ("2.27.3"); "" in a build without NCCL.
+std::string nccl_version();
 /// The config spelling.
 std::string to_string(Backend backend);
 

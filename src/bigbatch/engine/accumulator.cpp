@@ -173,7 +173,12 @@ WindowResult GradientAccumulator::step() {
   result.counts = window_;
   result.micro_batches = micro_batches_;
   result.loss_scale = window_scale_;
-  Agreement agreement = agree(false);
+  // A single process reads the loss, the finite check and the norm in one wait for the device;
+  // ranks first agree on whether to step at all (another rank may abandon the window).
+  const bool alone = communicator_->world_size() == 1;
+  const BoundaryReading reading = alone ? read_boundary() : BoundaryReading{};
+  Agreement agreement =
+      agree(false, alone ? std::optional<double>(reading.loss_sum) : std::nullopt);
   result.abandoned_by = std::move(agreement.abandoned_by);
   if (!result.abandoned_by.empty()) {
     free_gradients();
@@ -188,12 +193,13 @@ WindowResult GradientAccumulator::step() {
   if (!loss_finite && abort)
     abort_nonfinite(SkipReason::kNonFiniteLoss, result.mean_loss);
   // With a scaler: unscale once and check exactly; an overflow is its backoff, never an abort.
-  const bool overflow = scaler_ != nullptr && scaler_->unscale_and_check(parameters_);
+  const bool overflow =
+      scaler_ != nullptr && (alone ? !reading.finite : scaler_->unscale_and_check(parameters_));
   if (!loss_finite)
     return skip(result, SkipReason::kNonFiniteLoss);
   if (overflow)
     return skip(result, SkipReason::kNonFiniteGradient);
-  result.grad_norm = gradient_norm(parameters_);
+  result.grad_norm = alone ? reading.grad_norm : gradient_norm(parameters_);
   // Without a scaler: a finite norm proves finite gradients; only an inf/NaN norm (which a huge
   // but finite gradient can also give) pays for the exact check.
   if (scaler_ == nullptr && !std::isfinite(result.grad_norm) && !gradients_finite(parameters_)) {
@@ -231,6 +237,8 @@ WindowResult GradientAccumulator::skip(WindowResult result, SkipReason reason) {
 
 void GradientAccumulator::abort_nonfinite(SkipReason reason, double mean_loss) {
   free_gradients();
+  if (scaler_ != nullptr)
+    scaler_->discard_window();  // unscaled with the boundary's one read; no update
   const int64_t step = steps_taken_ + 1;
   if (reason == SkipReason::kNonFiniteLoss) {
     throw NonFiniteError(
@@ -265,7 +273,32 @@ Counts GradientAccumulator::sum_over_ranks(const Counts& local) {
   return Counts{counts[0].item<int64_t>(), counts[1].item<int64_t>()};
 }
 
-GradientAccumulator::Agreement GradientAccumulator::agree(bool abandoning) {
+GradientAccumulator::BoundaryReading GradientAccumulator::read_boundary() {
+  const torch::Tensor finite =
+      scaler_ != nullptr ? scaler_->unscale(parameters_) : torch::Tensor();  // () bool
+  const torch::Tensor norm = gradient_norm_tensor(parameters_);              // ()
+  std::vector<torch::Tensor> figures;  // () float64 each, on the device
+  const auto add = [&](const torch::Tensor& t) {
+    if (t.defined())
+      figures.push_back(t.to(torch::kFloat64));
+  };
+  add(loss_sum_);
+  add(finite);
+  add(norm);
+  BoundaryReading reading;
+  if (figures.empty())
+    return reading;
+  const torch::Tensor read = torch::stack(figures).to(torch::kCPU);  // (<= 3) float64
+  const auto values = read.accessor<double, 1>();
+  int64_t at = 0;
+  reading.loss_sum = loss_sum_.defined() ? values[at++] : 0.0;
+  reading.finite = finite.defined() ? values[at++] != 0.0 : true;
+  reading.grad_norm = norm.defined() ? values[at++] : 0.0;
+  return reading;
+}
+
+GradientAccumulator::Agreement GradientAccumulator::agree(bool abandoning,
+                                                          std::optional<double> local_loss) {
   if (reducer_ != nullptr) {
     if (abandoning)
       reducer_->abandon();
@@ -275,7 +308,9 @@ GradientAccumulator::Agreement GradientAccumulator::agree(bool abandoning) {
   const int64_t world_size = communicator_->world_size();
   // (1 + world_size) float64: the window's loss sum, then 1 for each rank that abandons it.
   torch::Tensor agreement = torch::zeros({1 + world_size}, torch::kFloat64);
-  if (!abandoning && loss_sum_.defined())
+  if (!abandoning && local_loss)
+    agreement[0] = *local_loss;
+  else if (!abandoning && loss_sum_.defined())
     agreement[0] = loss_sum_.to(torch::kCPU);
   if (abandoning)
     agreement[1 + communicator_->rank()] = 1.0;
@@ -297,15 +332,18 @@ void GradientAccumulator::free_gradients() {
   }
 }
 
-double gradient_norm(const std::vector<torch::Tensor>& parameters) {
+torch::Tensor gradient_norm_tensor(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> norms;
   for (const torch::Tensor& parameter : parameters) {
     if (parameter.grad().defined())
       norms.push_back(parameter.grad().detach().norm(2));
   }
-  if (norms.empty())
-    return 0.0;
-  return torch::stack(norms).norm(2).item<double>();
+  return norms.empty() ? torch::Tensor() : torch::stack(norms).norm(2);
+}
+
+double gradient_norm(const std::vector<torch::Tensor>& parameters) {
+  const torch::Tensor norm = gradient_norm_tensor(parameters);
+  return norm.defined() ? norm.item<double>() : 0.0;
 }
 
 bool clip_gradients(const std::vector<torch::Tensor>& parameters, double norm, double max_norm) {

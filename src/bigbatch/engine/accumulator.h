@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -227,8 +228,19 @@ class GradientAccumulator {
     std::vector<int64_t> abandoned_by;  ///< ranks that abandoned the window
   };
   /// Completes the gradient reduction (or, when `abandoning`, takes part in it only) and sums
-  /// [loss, abandoned flag per rank] over the ranks; in a single process, the loss as it is.
-  Agreement agree(bool abandoning);
+  /// [loss, abandoned flag per rank] over the ranks; in a single process, the loss as it is
+  /// (`local_loss` when the caller has read it already).
+  Agreement agree(bool abandoning, std::optional<double> local_loss = std::nullopt);
+  /// What a single process's boundary reads of the device, in one transfer.
+  struct BoundaryReading {
+    double loss_sum = 0.0;
+    bool finite = true;    ///< every unscaled gradient is finite (with a loss scaler)
+    double grad_norm = 0;  ///< of the unscaled gradients
+  };
+  /// Unscales (with a scaler) and computes the finite check and the gradient norm where the
+  /// gradients are, then reads them with the window's loss sum: the boundary's one wait for the
+  /// device.
+  BoundaryReading read_boundary();
   /// `local` summed over the ranks.
   Counts sum_over_ranks(const Counts& local);
   /// Frees the gradients, backs the scaler off and reports the window as skipped.
@@ -256,6 +268,10 @@ class GradientAccumulator {
 /// Global L2 norm of the gradients of `parameters` (undefined gradients skipped), as
 /// torch::nn::utils::clip_grad_norm_ computes it.
 double gradient_norm(const std::vector<torch::Tensor>& parameters);
+
+/// gradient_norm as a () tensor on the gradients' device, without the synchronisation; an
+/// undefined tensor when no parameter has a gradient.
+torch::Tensor gradient_norm_tensor(const std::vector<torch::Tensor>& parameters);
 
 /// Scales the gradients so their global norm is at most `max_norm`, given their current norm
 /// (PyTorch's rule: coefficient max_norm / (norm + 1e-6), applied when below 1). Returns whether

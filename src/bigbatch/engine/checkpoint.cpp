@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/core/rng_state.h"
 #include "bigbatch/engine/summary_json.h"
 #include "bigbatch/io/checkpoint_file.h"
@@ -90,7 +91,9 @@ struct ParsedCheckpoint {
   torch::serialize::InputArchive archive;
 };
 
-ParsedCheckpoint parse(const std::string& path) {
+/// Reads the checkpoint at `path`, its tensors mapped onto `device` (wherever they were saved
+/// from), so that a run saved on a GPU resumes on the CPU and the other way round.
+ParsedCheckpoint parse(const std::string& path, c10::Device device = c10::Device(c10::kCPU)) {
   io::CheckpointFile file = io::read_checkpoint_file(path);
   ParsedCheckpoint parsed;
   try {
@@ -102,7 +105,7 @@ ParsedCheckpoint parse(const std::string& path) {
     throw io::CheckpointFileError(path, cat("unreadable header: ", error.what()));
   }
   try {
-    parsed.archive.load_from(file.payload.data(), file.payload.size());
+    parsed.archive.load_from(file.payload.data(), file.payload.size(), device);
   } catch (const c10::Error& error) {
     throw io::CheckpointFileError(path,
                                   cat("unreadable tensors: ", error.what_without_backtrace()));
@@ -245,7 +248,8 @@ json write_model(torch::serialize::OutputArchive& archive, torch::nn::Module& mo
   torch::serialize::OutputArchive model_archive(archive.compilation_unit());
   json model = json::array();
   for (size_t i = 0; i < entries.size(); ++i) {
-    model_archive.write(cat("t", i), entries[i].tensor.detach(), entries[i].buffer);
+    // On the CPU, whatever the model's device: `bigbatch export` reads it on any machine.
+    model_archive.write(cat("t", i), entries[i].tensor.detach().cpu(), entries[i].buffer);
     model.push_back({{"name", entries[i].name},
                      {"shape", entries[i].tensor.sizes().vec()},
                      {"dtype", c10::toString(entries[i].tensor.scalar_type())},
@@ -349,7 +353,9 @@ void load_model_weights(const std::string& path, torch::nn::Module& model) {
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointParts& parts) {
   BB_CHECK(parts.model && parts.optimizer && parts.plan, "CheckpointParts is missing a part");
-  ParsedCheckpoint parsed = parse(path);
+  // The optimizer's state is loaded where the parameters are.
+  const c10::Device device = device_of(*parts.model);
+  ParsedCheckpoint parsed = parse(path, device);
   const json& header = parsed.header;
   LoadedCheckpoint loaded = info_of(path, header);
   // Everything is checked and read before anything is changed.
@@ -381,7 +387,10 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointParts&
   for (size_t i = 0; i < rng_names.size(); ++i) {
     torch::Tensor state;
     rng_archive.read(cat("s", i), state);
-    rng_states.emplace_back(rng_names[i].get<std::string>(), state);
+    // The CPU's generator, and this run's device's: a GPU's state means nothing on another device.
+    const std::string name = rng_names[i].get<std::string>();
+    if (name == "cpu" || name == device.str())
+      rng_states.emplace_back(name, state.cpu());
   }
   const RngState rng = RngState::from_states(rng_states);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/nn/mode_guard.h"
 
@@ -18,6 +19,7 @@ metrics::EvalRecord evaluate(const EvaluationInput& input) {
   torch::NoGradGuard no_grad;
   nn::ModeGuard eval_mode(*input.model, false);
   const data::Dataset& val = *input.data;
+  const c10::Device device = device_of(*input.model);
   const int64_t available = val.size();
   const int64_t count = input.samples > 0 ? std::min(input.samples, available) : available;
   double loss_sum = 0.0;
@@ -30,7 +32,7 @@ metrics::EvalRecord evaluate(const EvaluationInput& input) {
     std::iota(indices.begin(), indices.end(), begin);
     const data::Batch batch = val.get(indices);
     total += input.objective->count(batch);
-    const EvalSums sums = input.objective->evaluate(batch);
+    const EvalSums sums = input.objective->evaluate(data::to_device(batch, device));
     loss_sum += sums.loss_sum.item<double>();
     correct = (correct < 0 || sums.correct < 0) ? -1 : correct + sums.correct;
   }

@@ -36,6 +36,11 @@ torch::Tensor LossScaler::scale_loss(const torch::Tensor& loss) const {
 }
 
 bool LossScaler::unscale_and_check(const std::vector<torch::Tensor>& parameters) {
+  const torch::Tensor finite = unscale(parameters);
+  return finite.defined() && !finite.item<bool>();
+}
+
+torch::Tensor LossScaler::unscale(const std::vector<torch::Tensor>& parameters) {
   BB_CHECK(!unscaled_,
            "unscale_and_check() called twice in one window; unscale once per window, at the "
            "boundary after the last micro-batch, then call update() once");
@@ -45,7 +50,7 @@ bool LossScaler::unscale_and_check(const std::vector<torch::Tensor>& parameters)
     if (parameter.grad().defined())
       parameter.grad().detach().mul_(inverse);
   }
-  return !gradients_finite(parameters);
+  return gradients_finite_tensor(parameters);
 }
 
 void LossScaler::update(bool found_nonfinite) {
@@ -87,13 +92,18 @@ void LossScaler::load_state(const LossScalerState& state) {
   state_ = state;
 }
 
-bool gradients_finite(const std::vector<torch::Tensor>& parameters) {
+torch::Tensor gradients_finite_tensor(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> finite;  // () bool per gradient
   for (const torch::Tensor& parameter : parameters) {
     if (parameter.grad().defined())
       finite.push_back(torch::isfinite(parameter.grad().detach()).all());
   }
-  return finite.empty() || torch::stack(finite).all().item<bool>();
+  return finite.empty() ? torch::Tensor() : torch::stack(finite).all();
+}
+
+bool gradients_finite(const std::vector<torch::Tensor>& parameters) {
+  const torch::Tensor finite = gradients_finite_tensor(parameters);
+  return !finite.defined() || finite.item<bool>();
 }
 
 }  // namespace bigbatch::engine

@@ -71,12 +71,18 @@ class LossScaler {
   /// check, not a norm, which could itself overflow). Throws std::logic_error when called twice
   /// before update().
   bool unscale_and_check(const std::vector<torch::Tensor>& parameters);
+  /// unscale_and_check without reading the answer: returns it as a () bool tensor, true when
+  /// every gradient is finite, on the gradients' device (queued there; nothing waits for it).
+  torch::Tensor unscale(const std::vector<torch::Tensor>& parameters);
   /// Once per window, after unscale_and_check: `found_nonfinite` backs the scale off (not below
   /// min_scale) and restarts the clean-window count; otherwise the count grows and the scale is
   /// multiplied by growth_factor when it reaches growth_interval. Throws std::logic_error when
   /// unscale_and_check was not called for this window, and std::runtime_error when a non-finite
   /// window arrives with the scale already at min_scale.
   void update(bool found_nonfinite);
+  /// The window's gradients are dropped without an update (a run stopping on a non-finite
+  /// loss): forgets that they were unscaled, and leaves the scale as it is.
+  void discard_window() { unscaled_ = false; }
 
   /// The state to save in a checkpoint.
   const LossScalerState& state() const { return state_; }
@@ -95,5 +101,9 @@ class LossScaler {
 /// Whether every defined gradient of `parameters` is finite: an exact per-element check with one
 /// device synchronisation for all of them.
 bool gradients_finite(const std::vector<torch::Tensor>& parameters);
+
+/// gradients_finite as a () bool tensor on the gradients' device, without the synchronisation;
+/// an undefined tensor when no parameter has a gradient.
+torch::Tensor gradients_finite_tensor(const std::vector<torch::Tensor>& parameters);
 
 }  // namespace bigbatch::engine

@@ -7,6 +7,7 @@
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/memory/device_memory.h"
 #include "bigbatch/memory/tracker.h"
 
 namespace bigbatch::engine {
@@ -15,17 +16,19 @@ namespace {
 
 /// Runs one trial and records its peak; out of memory is recorded, not thrown.
 MicroBatchProbe probe(const std::function<void(int64_t)>& trial, int64_t micro_batch,
-                      int64_t reserved_bytes) {
+                      const MicroBatchSearchOptions& options) {
   MicroBatchProbe result;
   result.micro_batch = micro_batch;
   try {
     // Bytes training will hold that the trial does not (optimizer state): really held here.
-    const torch::Tensor reserved = torch::empty({reserved_bytes}, torch::kUInt8);
-    memory::PeakScope scope;
+    const torch::Tensor reserved = torch::empty(
+        {options.reserved_bytes()}, torch::TensorOptions(torch::kUInt8).device(options.device()));
+    memory::reset_peak_bytes(options.device());
     trial(micro_batch);
-    result.peak_bytes = scope.start_bytes() + scope.peak_above_start();
+    result.peak_bytes = memory::peak_bytes(options.device());
   } catch (const c10::OutOfMemoryError&) {
     result.out_of_memory = true;
+    memory::release_cached_memory(options.device());
   }
   return result;
 }
@@ -44,14 +47,14 @@ int64_t predict(const MicroBatchSearchOptions& options, int64_t budget, int64_t 
 /// 1. Measure: two probes without a budget give fixed + per-sample bytes.
 void measure(const std::function<void(int64_t)>& trial, const MicroBatchSearchOptions& options,
              MicroBatchSearchResult& result) {
-  memory::MemoryTracker::instance().set_budget(0);
+  memory::set_budget_bytes(options.device(), 0);
   const int64_t small = 1;
   const int64_t larger = std::min<int64_t>(options.global_batch(), 4);
-  const MicroBatchProbe first = probe(trial, small, options.reserved_bytes());
+  const MicroBatchProbe first = probe(trial, small, options);
   result.probes.push_back(first);
   int64_t per_sample = 0;
   if (larger > small) {
-    const MicroBatchProbe second = probe(trial, larger, options.reserved_bytes());
+    const MicroBatchProbe second = probe(trial, larger, options);
     result.probes.push_back(second);
     per_sample = std::max<int64_t>(1, (second.peak_bytes - first.peak_bytes) / (larger - small));
   }
@@ -68,7 +71,7 @@ void measure(const std::function<void(int64_t)>& trial, const MicroBatchSearchOp
 int64_t confirm(const std::function<void(int64_t)>& trial, const MicroBatchSearchOptions& options,
                 int64_t candidate, MicroBatchSearchResult& result) {
   const int64_t budget = options.budget_bytes();
-  memory::MemoryTracker::instance().set_budget(budget);
+  memory::set_budget_bytes(options.device(), budget);
   int64_t chosen = 0;
   for (const MicroBatchProbe& measured : result.probes) {
     if (measured.peak_bytes <= budget)
@@ -77,7 +80,7 @@ int64_t confirm(const std::function<void(int64_t)>& trial, const MicroBatchSearc
   int64_t smallest_failed = options.global_batch() + 1;
   const MicroBatchProbe anchor = result.probes.back();  // a copy: probes grows below
   for (int64_t attempt = 0; attempt < options.max_trials() && candidate > chosen; ++attempt) {
-    const MicroBatchProbe tried = probe(trial, candidate, options.reserved_bytes());
+    const MicroBatchProbe tried = probe(trial, candidate, options);
     result.probes.push_back(tried);
     if (tried.out_of_memory) {
       ++result.out_of_memory_trials;
@@ -105,17 +108,18 @@ int64_t confirm(const std::function<void(int64_t)>& trial, const MicroBatchSearc
 
 MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& trial,
                                         const MicroBatchSearchOptions& options) {
-  memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
-  BB_CHECK(tracker.installed(), "find_micro_batch needs the memory tracker installed");
+  const c10::Device device = options.device();
+  BB_CHECK(!device.is_cpu() || memory::MemoryTracker::instance().installed(),
+           "find_micro_batch on the CPU needs the memory tracker installed");
   BB_CHECK_INPUT(options.budget_bytes() > 0,
                  "the micro-batch search needs a memory budget "
                  "(MicroBatchSearchOptions.budget_bytes > 0)");
   BB_CHECK(options.global_batch() > 0, "global batch ", options.global_batch());
   const int64_t budget = options.budget_bytes();
-  const int64_t previous_budget = tracker.budget();
+  const int64_t previous_budget = memory::budget_bytes(device);
   MicroBatchSearchResult result;
   measure(trial, options, result);  // 1.
-  tracker.set_budget(previous_budget);
+  memory::set_budget_bytes(device, previous_budget);
   const int64_t smallest_peak = result.probes.front().peak_bytes;
   BB_CHECK_INPUT(smallest_peak <= budget, "a micro-batch of 1 needs ", format_bytes(smallest_peak),
                  " of tensor memory (measured), more than the memory budget of ",
@@ -124,7 +128,7 @@ MicroBatchSearchResult find_micro_batch(const std::function<void(int64_t)>& tria
   // 2. Predict the largest size under the target share of the budget.
   result.predicted = predict(options, budget, result.fixed_bytes, result.bytes_per_sample);
   const int64_t chosen = confirm(trial, options, result.predicted, result);  // 3.
-  tracker.set_budget(previous_budget);
+  memory::set_budget_bytes(device, previous_budget);
   BB_CHECK(chosen > 0, "the probe of 1 sample fitted, so a size must have been chosen");
   result.micro_batch = chosen;
   return result;

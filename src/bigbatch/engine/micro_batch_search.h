@@ -14,8 +14,11 @@ namespace bigbatch::engine {
 struct MicroBatchSearchOptions {
   /// The global batch: the largest micro-batch worth trying.
   TORCH_ARG(int64_t, global_batch) = 64;
-  /// Tensor bytes allowed in all (memory::MemoryTracker's budget); must be positive.
+  /// Tensor bytes allowed in all on `device` (memory::set_budget_bytes); must be positive.
   TORCH_ARG(int64_t, budget_bytes) = 0;
+  /// Where the trials run and their memory is measured: the CPU (memory::MemoryTracker) or a GPU
+  /// (its caching allocator).
+  TORCH_ARG(c10::Device, device) = c10::Device(c10::kCPU);
   /// Bytes that training will hold but a trial does not yet (optimizer state before the first
   /// step); reserved during the confirming trials.
   TORCH_ARG(int64_t, reserved_bytes) = 0;

@@ -9,11 +9,12 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/core/rng_state.h"
 #include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/engine/evaluation.h"
 #include "bigbatch/engine/window_feed.h"
-#include "bigbatch/memory/tracker.h"
+#include "bigbatch/memory/device_memory.h"
 #include "bigbatch/nn/mode_guard.h"
 
 namespace bigbatch::engine {
@@ -77,6 +78,8 @@ Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
                setup.train_data,
            "TrainingSetup is missing a part");
   plan_ = *setup.plan;
+  device_ = device_of(*setup.model);
+  transfer_ = std::make_unique<BatchTransfer>(device_);
   validate(options);
   // A single process is a job of one rank: the same code runs, every collective a no-op.
   communicator_ = setup.communicator != nullptr ? setup.communicator : &dist::single_process();
@@ -150,11 +153,13 @@ TrainSummary Trainer::fit() {
   join_data_parallel(accumulator);
   WindowFeed feed(*setup_.train_data, plan_, options_.seed(), options_.prefetch_depth(),
                   resume_from_ ? resume_from_->data : DataPosition{}, rank_);
+  if (device_.is_cuda())
+    feed.pin_batches();  // copied to the GPU asynchronously (BatchTransfer)
   RunProgress run = start_run(accumulator);
   nn::ModeGuard training(*setup_.model, true);
   while (accumulator.steps_taken() < options_.total_steps()) {
     const auto window_start = Clock::now();
-    memory::MemoryTracker::instance().reset_peak();
+    memory::reset_peak_bytes(device_);
     const dist::CommStats comm_before = communicator_->stats();
     const Window window = feed.take(plan_);                             // 1. take a window
     const WindowResult result = run_window(accumulator, feed, window);  // 2. + 3.
@@ -186,8 +191,7 @@ void Trainer::observe(RunProgress& run, const Window& window, const WindowResult
     summary.last_train_loss = result.mean_loss;
   metrics::WindowRecord record = make_record(result, window.epoch, step_seconds,
                                              run.seconds_before + seconds_since(run.start));
-  const memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
-  record.peak_bytes = tracker.installed() ? tracker.peak_bytes() : 0;
+  record.peak_bytes = memory::peak_bytes(device_);
   record.skipped_steps = summary.skipped_steps;
   if (reducer_)
     add_communication(record, comm_before, communicator_->stats(), reducer_->last_window());
@@ -270,9 +274,11 @@ Trainer::PreparedWindow Trainer::prepare(WindowFeed& feed, const Window& window,
   const size_t micro_batches =
       plan_.split_window(shard_of(static_cast<int64_t>(window.indices.size())).size()).size();
   for (size_t i = 0; i < micro_batches; ++i) {
-    prepared.batches.push_back(feed.next());
-    prepared.counts.push_back(setup_.objective->count(prepared.batches.back()));
+    // Counted where it was gathered (no device synchronisation), then moved to the model.
+    const data::Batch batch = feed.next();
+    prepared.counts.push_back(setup_.objective->count(batch));
     prepared.total += prepared.counts.back();
+    prepared.batches.push_back(transfer_->to_device(batch));
   }
   feed.look_ahead(plan_, windows_ahead);
   return prepared;
@@ -281,7 +287,7 @@ Trainer::PreparedWindow Trainer::prepare(WindowFeed& feed, const Window& window,
 WindowResult Trainer::run_window(GradientAccumulator& accumulator, WindowFeed& feed,
                                  const Window& window) {
   // A retried window draws the same random numbers (dropout) as its first attempt did.
-  const RngState rng_at_start = RngState::capture(torch::kCPU);
+  const RngState rng_at_start = RngState::capture(device_);
   while (true) {
     try {
       accumulate_window(accumulator, feed, window);
@@ -291,6 +297,7 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, WindowFeed& f
       // or counted twice, and the window gradient is the same sum as before. Under data
       // parallel abort_window() tells the other ranks, which restart the window with it.
       accumulator.abort_window();
+      memory::release_cached_memory(device_);
       if (!options_.retry_on_oom() || plan_.micro_batch == 1)
         throw;
       restart_window(accumulator, feed, window, world_size_ > 1 ? cat(" on rank ", rank_) : "");

@@ -14,6 +14,7 @@
 #include "bigbatch/dist/communicator.h"
 #include "bigbatch/dist/gradient_reducer.h"
 #include "bigbatch/engine/accumulator.h"
+#include "bigbatch/engine/batch_transfer.h"
 #include "bigbatch/engine/concurrent_micro_batches.h"
 #include "bigbatch/engine/lr_schedule.h"
 #include "bigbatch/engine/objective.h"
@@ -101,6 +102,8 @@ class CheckpointSink {
 
 /// Everything the loop works on; the trainer holds references, the caller owns them.
 struct TrainingSetup {
+  /// The model, on the device training runs on (the CPU or one GPU): batches are gathered on the
+  /// CPU, counted there, and moved to it; the window's peak memory is that device's.
   torch::nn::Module* model = nullptr;
   Objective* objective = nullptr;
   torch::optim::Optimizer* optimizer = nullptr;
@@ -248,6 +251,9 @@ class Trainer {
   TrainingSetup setup_;
   TrainerOptions options_;
   Plan plan_;  ///< a copy: the micro-batch can shrink after running out of memory
+  /// Where the model is (core::device_of): batches are moved there, its memory is reported.
+  torch::Device device_{torch::kCPU};
+  std::unique_ptr<BatchTransfer> transfer_;  ///< batches to device_
   std::vector<metrics::MetricsSink*> sinks_;
   int64_t steps_taken_ = 0;
   std::optional<LoopState> resume_from_;  ///< set by resume()

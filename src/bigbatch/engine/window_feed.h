@@ -32,6 +32,9 @@ class WindowFeed {
   void look_ahead(const Plan& plan, int64_t windows);
   /// Drops every pending batch, then requests `current` and the windows ahead at `plan`'s split.
   void restart(const Window& current, const Plan& plan);
+  /// Gathers the batches into pinned host memory (data::Prefetcher::pin_batches), for a model on
+  /// a GPU. Call before the first take().
+  void pin_batches() { prefetcher_.pin_batches(); }
 
  private:
   void draw(const Plan& plan);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/core/strings.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/data/fortune_collections.h"
@@ -16,6 +17,7 @@
 #include "bigbatch/data/token_datasets.h"
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/nn/mode_guard.h"
+#include "bigbatch/text/conversation.h"
 #include "bigbatch/text/tokenizer.h"
 
 namespace bigbatch::job {
@@ -96,38 +98,73 @@ ClassificationData classification_data(const HfWorkloadOptions& options,
   return loaded;
 }
 
-/// Instruction tuning: prompt ids (with the tokenizer's leading special tokens) and response ids
-/// ending in EOS, split into train and validation.
+/// The chat renderer of the model directory's template, for chat records.
+std::unique_ptr<text::ConversationRenderer> chat_renderer(const HfWorkloadOptions& options,
+                                                          const text::Tokenizer& tokenizer) {
+  const std::string source = text::chat_template(options.model_path);
+  BB_CHECK_INPUT(!source.empty(), options.data_path,
+                 " holds chat \"messages\" records, but the tokenizer of ", options.model_path,
+                 " has no chat template (tokenizer_config.json \"chat_template\", or "
+                 "chat_template.jinja) to render them with; give {\"prompt\", \"response\"} "
+                 "records instead");
+  return std::make_unique<text::ConversationRenderer>(
+      tokenizer, source, options.model_path + "/tokenizer_config.json chat_template");
+}
+
+/// Instruction tuning: prompt/response records as the prompt's ids (with the tokenizer's leading
+/// special tokens) and the response's ending in EOS; chat records rendered with the tokenizer's
+/// chat template, their assistant turns learned. Split into train and validation.
 void add_instruction_data(const HfWorkloadOptions& options, const text::Tokenizer& tokenizer,
                           int64_t context, Workload& w) {
   const std::vector<data::InstructionRecord> records =
       data::read_instruction_records(options.data_path);
+  const auto chats = static_cast<size_t>(
+      std::count_if(records.begin(), records.end(), [](const auto& r) { return r.is_chat(); }));
+  const std::unique_ptr<text::ConversationRenderer> renderer =
+      chats > 0 ? chat_renderer(options, tokenizer) : nullptr;
   const std::optional<int64_t> eos = tokenizer.special_tokens().eos;
-  BB_CHECK_INPUT(eos.has_value(), options.model_path,
+  BB_CHECK_INPUT(chats == records.size() || eos.has_value(), options.model_path,
                  ": the tokenizer has no EOS token, which ends every response");
   const size_t after = special_tokens_after(tokenizer);
-  std::vector<data::PromptResponse> train, val;
+  std::vector<data::SupervisedTokens> train, val;
+  int64_t split_tokens = 0;
   const std::vector<bool> held =
       held_out(static_cast<int64_t>(records.size()), options.val_fraction, options.seed);
   for (size_t i = 0; i < records.size(); ++i) {
-    // The prompt keeps what the tokenizer puts before a text (BOS), not what it puts after.
-    std::vector<int64_t> prompt = tokenizer.encode(records[i].prompt);
-    prompt.resize(prompt.size() - std::min(after, prompt.size()));
-    std::vector<int64_t> response = tokenizer.encode(records[i].response, false);
-    response.push_back(*eos);
-    (held[i] ? val : train).push_back({to_token_ids(prompt), to_token_ids(response)});
+    const data::InstructionRecord& record = records[i];
+    data::SupervisedTokens sample;
+    if (record.is_chat()) {
+      text::ConversationTokens chat = renderer->tokenize(record.messages, record.tools);
+      sample.tokens = to_token_ids(chat.ids);
+      sample.learned = std::move(chat.assistant);
+      split_tokens += chat.split_tokens;
+    } else {
+      // The prompt keeps what the tokenizer puts before a text (BOS), not what it puts after.
+      std::vector<int64_t> prompt = tokenizer.encode(record.prompt);
+      prompt.resize(prompt.size() - std::min(after, prompt.size()));
+      std::vector<int64_t> response = tokenizer.encode(record.response, false);
+      response.push_back(*eos);
+      sample = data::prompt_then_response(to_token_ids(prompt), to_token_ids(response));
+    }
+    (held[i] ? val : train).push_back(std::move(sample));
   }
   const auto options_for = [&](const std::string& name) {
     return data::TokenDatasetOptions(context).pad_id(hf_pad_id(tokenizer)).name(name);
   };
   auto train_set =
-      std::make_shared<data::PromptResponseDataset>(std::move(train), options_for("train"));
-  w.data_description = cat(group_thousands(records.size()), " prompt/response records in ",
-                           options.data_path, "; the loss counts response tokens only");
+      std::make_shared<data::SupervisedTokenDataset>(std::move(train), options_for("train"));
+  const size_t pairs = records.size() - chats;
+  w.data_description =
+      cat(chats > 0 ? cat(group_thousands(chats), " chat conversations") : "",
+          chats > 0 && pairs > 0 ? " and " : "",
+          pairs > 0 ? cat(group_thousands(pairs), " prompt/response records") : "", " in ",
+          options.data_path, chats > 0 ? ", rendered with the tokenizer's chat template" : "",
+          "; the loss counts response tokens only", chats > 0 ? " (the assistant turns)" : "",
+          split_tokens > 0 ? cat("; ", split_tokens, " turn boundaries inside a token") : "");
   w.train = std::move(train_set);
   if (!val.empty())
     w.val =
-        std::make_shared<data::PromptResponseDataset>(std::move(val), options_for("validation"));
+        std::make_shared<data::SupervisedTokenDataset>(std::move(val), options_for("validation"));
 }
 
 /// Causal LM on documents: each tokenized (without special tokens) and packed with EOS after it.
@@ -320,7 +357,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
         ids.push_back(tokenizer->special_tokens().eos.value_or(0));
       const std::vector<int64_t> generated = models::generate_ids(
           [&model](const torch::Tensor& inputs) { return model.forward(inputs); }, ids, context,
-          sample, tokenizer->special_tokens().eos);
+          sample, tokenizer->special_tokens().eos, device_of(*model.module()));
       return prompt + tokenizer->decode(generated);
     };
     w.sample_heading = cat("sample (temperature ", options.sample.temperature(), ", top-k ",

@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "bigbatch/core/device.h"
 #include "bigbatch/core/rng_state.h"
 #include "bigbatch/nn/norm.h"
 
@@ -22,7 +23,8 @@ int64_t optimizer_state_bytes(const engine::OptimizerOptions& optimizer,
 
 engine::MicroBatchSearchResult search_micro_batch(const Workload& w,
                                                   const MicroBatchTrialOptions& options) {
-  const RngState rng = RngState::capture(torch::kCPU);
+  const c10::Device device = device_of(*w.module);
+  const RngState rng = RngState::capture(device);
   // Training-mode trials move BatchNorm running statistics; they are put back afterwards.
   std::vector<torch::Tensor> buffers_before;
   for (const torch::Tensor& buffer : w.module->buffers())
@@ -38,7 +40,7 @@ engine::MicroBatchSearchResult search_micro_batch(const Workload& w,
     }
     std::vector<int64_t> indices(static_cast<size_t>(micro_batch));
     std::iota(indices.begin(), indices.end(), 0);
-    const data::Batch batch = w.train->get(indices);
+    const data::Batch batch = data::to_device(w.train->get(indices), device);
     if (options.concurrent_micro_batches() == 1) {
       w.objective->loss_sum(batch).backward();
     } else {
@@ -67,7 +69,8 @@ engine::MicroBatchSearchResult search_micro_batch(const Workload& w,
       engine::find_micro_batch(trial, engine::MicroBatchSearchOptions()
                                           .global_batch(options.global_batch())
                                           .budget_bytes(options.budget_bytes())
-                                          .reserved_bytes(options.reserved_bytes()));
+                                          .reserved_bytes(options.reserved_bytes())
+                                          .device(device));
   w.module->train(was_training);
   {
     torch::NoGradGuard no_grad;

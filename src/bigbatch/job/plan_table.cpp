@@ -4,7 +4,8 @@
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
-#include "bigbatch/memory/tracker.h"
+#include "bigbatch/core/device.h"
+#include "bigbatch/memory/device_memory.h"
 #include "bigbatch/models/model_info.h"
 
 namespace bigbatch::job {
@@ -106,6 +107,10 @@ void add_run_section(Table& table, const TrainingJobOptions& options, const Plan
           format_fixed(
               static_cast<double>(facts.steps) / static_cast<double>(facts.windows_per_epoch), 2),
           " epochs)"));
+  table.add("device", describe_device(options.device),
+            options.device.is_cpu() ? "model, batches and optimizer state in host memory"
+                                    : cat(format_bytes(device_memory_bytes(options.device)),
+                                          " of GPU memory; batches are gathered on the CPU"));
   const bool onednn = facts.threads.backend == MatmulBackend::kOneDnn;
   const bool openblas = facts.threads.blas > 0;
   table.add("threads", std::to_string(facts.threads.openmp),
@@ -143,10 +148,11 @@ Table plan_table(const TrainingJobOptions& options, const Workload& w, const eng
   plan.describe(table);
   if (!facts.micro_batch_search.empty())
     table.add("micro_batch auto", facts.micro_batch_search, "largest that fits memory.budget");
-  const memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
+  const c10::Device device = options.device;
   table.add("memory.budget",
             options.memory_budget > 0 ? format_bytes(options.memory_budget) : "none",
-            cat("tensor memory; ", format_bytes(tracker.current_bytes()), " in use at start"));
+            cat("tensor memory", device.is_cpu() ? "" : cat(" on ", device.str()), "; ",
+                format_bytes(memory::current_bytes(device)), " in use at start"));
   add_optimization_section(table, options, w);
   add_run_section(table, options, facts);
   return table;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/dist/agreement.h"
 #include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/dist/worker_environment.h"
@@ -19,6 +20,7 @@
 #include "bigbatch/job/run_directory.h"
 #include "bigbatch/job/stop_signals.h"
 #include "bigbatch/job/training_parts.h"
+#include "bigbatch/memory/device_memory.h"
 #include "bigbatch/memory/tracker.h"
 #include "bigbatch/metrics/jsonl_sink.h"
 #include "bigbatch/metrics/progress.h"
@@ -87,7 +89,7 @@ engine::Plan resolve_run_plan(const TrainingJobOptions& options, const Workload&
           .windows_per_epoch();
   facts.steps =
       options.epochs > 0 ? options.epochs * facts.windows_per_epoch : options.trainer.total_steps();
-  memory::MemoryTracker::instance().set_budget(options.memory_budget);
+  memory::set_budget_bytes(options.device, options.memory_budget);
   if (!options.auto_micro_batch || resuming)
     return plan;
   BB_CHECK_INPUT(options.memory_budget > 0,
@@ -176,7 +178,7 @@ JobResult finish(const TrainingJobOptions& options, const PreparedRun& run,
   }
   const Workload& w = run.workload;
   if (w.generate_sample) {
-    const nn::AutocastGuard autocast(options.precision, torch::kCPU);
+    const nn::AutocastGuard autocast(options.precision, options.device.type());
     result.sample = w.generate_sample();
     out << "\n" << w.sample_heading << ":\n" << result.sample << "\n";
   }
@@ -242,13 +244,15 @@ JobResult lead(const TrainingJobOptions& options, PreparedRun& run,
   return finish(options, run, summary, run_dir, checkpointer.last_path(), out);
 }
 
-/// The workload, checked, with the loss under autocast for the job's precision.
-Workload build_checked(const WorkloadBuilder& build, nn::Precision precision) {
+/// The workload, checked, on the job's device, with the loss under autocast for the job's
+/// precision there.
+Workload build_checked(const WorkloadBuilder& build, const TrainingJobOptions& options) {
   Workload w = build();
   BB_CHECK_INPUT(w.module != nullptr, "the workload has no module");
   BB_CHECK_INPUT(w.train != nullptr, "the workload has no training data");
   BB_CHECK_INPUT(w.objective != nullptr, "the workload has no objective");
-  autocast_objective(w, precision);
+  w.module->to(options.device);
+  autocast_objective(w, options.precision, options.device.type());
   return w;
 }
 
@@ -269,10 +273,14 @@ JobResult TrainingJob::run(std::ostream& terminal) {
   PreparedRun run;
   run.facts.threads = apply_thread_options(options_, worker ? worker->local_world_size : 1);
   memory::MemoryTracker::instance().install();  // before any tensor exists: every byte counts
+  // One GPU per rank, current before NCCL creates its communicators and streams on it.
+  if (worker)
+    options_.device = rank_device(options_.device, worker->local_rank, cuda_availability());
+  make_current(options_.device);
   // Joined before the data are loaded: a rank that cannot start is found out early.
   run.ranks = join(worker, options_);
   torch::manual_seed(options_.trainer.seed());
-  run.workload = build_checked(build_, options_.precision);
+  run.workload = build_checked(build_, options_);
   run.plan = resolve_run_plan(options_, run.workload, *run.ranks, resuming, run.facts);
   // Ranks draw different dropout masks (the model itself came from the same seed everywhere, and
   // the trainer broadcasts rank 0's weights anyway).

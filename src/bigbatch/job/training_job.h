@@ -65,7 +65,7 @@ struct TrainingJobOptions {
   engine::BatchOptions batch;
   /// Choose the micro-batch (and accum_steps) as the largest that fits memory_budget.
   bool auto_micro_batch = false;
-  int64_t memory_budget = 0;  ///< bytes of tensor memory allowed; 0 = unlimited
+  int64_t memory_budget = 0;  ///< bytes of tensor memory allowed on `device`; 0 = unlimited
   /// Passes over the training split; > 0 replaces trainer.total_steps with epochs x windows.
   int64_t epochs = 0;
   /// The loop: steps, evaluation, clipping, non-finite windows, prefetch, concurrency,
@@ -75,6 +75,9 @@ struct TrainingJobOptions {
   engine::LrScheduleOptions schedule;  ///< peak_lr and total_steps come from the plan
   LossScaleMode loss_scale = LossScaleMode::kAuto;
   engine::LossScalerOptions loss_scaler;           ///< when loss scaling is enabled
+  /// Where the model trains: the CPU or one GPU (bigbatch::parse_device). The workload's module
+  /// is moved there once built; batches follow it, and memory_budget is that device's.
+  c10::Device device = c10::Device(c10::kCPU);
   nn::Precision precision = nn::Precision::kFp32;  ///< autocast of every forward pass
   nn::Bf16Matmul bf16_matmul = nn::Bf16Matmul::kAuto;
   nn::AttentionKernel attention = nn::AttentionKernel::kAuto;  ///< of the transformers

@@ -9,6 +9,7 @@
 
 #include "bigbatch/text/jinja_error.h"
 #include "bigbatch/text/jinja_strings.h"
+#include "bigbatch/text/unicode.h"
 
 namespace bigbatch::text::jinja {
 namespace {
@@ -421,7 +422,7 @@ class Lexer {
       if (cp >= 0xD800 && cp <= 0xDFFF)
         fail(ErrorKind::kUnsupported, "surrogate code points in string literals are not supported",
              p);
-      append_code_point(out, cp);
+      append_utf8(out, cp);
     };
     while (p < end) {
       if (s_[p] != '\\') {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "bigbatch/text/jinja_error.h"
+#include "bigbatch/text/unicode.h"
 
 namespace bigbatch::text::jinja {
 namespace {
@@ -80,7 +81,7 @@ std::string map_case(std::string_view s, CaseMapping mapping) {
 
 std::string code_point_text(char32_t cp) {
   std::string out;
-  append_code_point(out, cp);
+  append_utf8(out, cp);
   return out;
 }
 
@@ -157,24 +158,6 @@ char32_t decode_code_point(std::string_view s, std::size_t& pos) {
     cp = (cp << 6) | (static_cast<unsigned char>(s[pos + i]) & 0x3F);
   pos += n;
   return cp;
-}
-
-void append_code_point(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 std::size_t code_point_count(std::string_view s) {

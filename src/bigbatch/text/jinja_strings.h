@@ -18,9 +18,6 @@ bool is_ascii(std::string_view s);
 /// The code point at byte `pos` of `s`; advances `pos` past it.
 char32_t decode_code_point(std::string_view s, std::size_t& pos);
 
-/// Appends `cp` as UTF-8.
-void append_code_point(std::string& out, char32_t cp);
-
 /// The number of code points of `s` (Python's len()).
 std::size_t code_point_count(std::string_view s);
 

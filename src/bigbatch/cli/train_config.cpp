@@ -124,12 +124,13 @@ void read_models(ConfigReader& c, TrainConfig& t) {
   t.model.float64 =
       c.get_choice("model.dtype", t.model.float64 ? "float64" : "float32", {"float32", "float64"},
                    "dtype of parameters, gradients and optimizer state") == "float64";
-  t.device = c.get_string("train.device", t.device,
-                          "where the model trains: auto (a GPU when this build and machine have "
-                          "one), cpu, cuda or cuda:N",
-                          ResumeChange::kPermitted);
+  const std::string device =
+      c.get_string("train.device", kDefaultDevice,
+                   "where the model trains: auto (a GPU when this build and machine have "
+                   "one), cpu, cuda or cuda:N",
+                   ResumeChange::kPermitted);
   try {
-    t.job.device = parse_device(t.device, cuda_availability(), "train.device");
+    t.job.device = parse_device(device, cuda_availability(), "train.device");
   } catch (const InputError& error) {
     throw InputError(cat(c.source(), ": ", error.what()));
   }

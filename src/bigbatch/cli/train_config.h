@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "bigbatch/cli/config_reader.h"
-#include "bigbatch/core/device.h"
 #include "bigbatch/job/builtin_workload.h"
 #include "bigbatch/job/hf_workload.h"
 #include "bigbatch/job/training_job.h"
@@ -23,8 +22,6 @@ struct TrainConfig {
   std::optional<job::HfWorkloadOptions> hf;
   job::BuiltinDataOptions data;  ///< data.*
   job::TrainingJobOptions job;   ///< batch.*, optim.*, schedule.*, loss_scale.*, train.*, ...
-  /// train.device as written ("auto", "cpu", "cuda:1"); job.device is what it resolved to here.
-  std::string device = kDefaultDevice;
   std::string resolved_toml;     ///< the whole configuration in effect, as TOML
   /// Every key and its value in effect as TOML text, to compare a resumed run's config.
   std::vector<std::pair<std::string, std::string>> resolved_values;

@@ -51,6 +51,8 @@ TEST_F(BenchMemoryCommand, SweepsMicroBatchesAndCheckpointingAndWritesTableJsonA
   EXPECT_NE(testing::read_file(fs::path(out) / "memory.svg").find("checkpointing blocks"),
             std::string::npos);
 
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(fs::path(out) / "bench.json"))["device"],
+            "cpu");
   const auto points = points_of(out);
   ASSERT_EQ(points.size(), 6u);
   for (const auto& [key, point] : points) {

@@ -9,6 +9,7 @@
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/core/grid.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/io/atomic_file.h"
@@ -18,6 +19,7 @@
 #include "bigbatch/job/run_directory.h"
 #include "bigbatch/job/training_parts.h"
 #include "bigbatch/memory/breakdown.h"
+#include "bigbatch/memory/device_memory.h"
 #include "bigbatch/memory/tracker.h"
 #include "bigbatch/metrics/sink.h"
 #include "bigbatch/metrics/svg_chart.h"
@@ -60,17 +62,17 @@ struct AutoCheck {
 struct BenchSetup {
   TrainConfig config;
   const job::LoadedData& data;
-  int64_t baseline_bytes = 0;  ///< tracker usage before any model is built
+  int64_t baseline_bytes = 0;  ///< the device's tensor memory in use before any model is built
   int64_t steps = 0;           ///< timed steps per point
 };
 
-/// The configured model (built-in or model.kind = "hf") from the seed, its loss under the
-/// configured precision.
+/// The configured model (built-in or model.kind = "hf") from the seed, on the configured device,
+/// its loss under the configured precision.
 job::Workload configured_workload(const TrainConfig& config, const job::LoadedData& data) {
   torch::manual_seed(config.job.trainer.seed());
   job::Workload w = config.hf ? job::build_hf_workload(*config.hf)
                               : job::build_builtin_workload(config.model, data);
-  job::autocast_objective(w, config.job.precision);
+  job::place_workload(w, config.job);
   return w;
 }
 
@@ -112,6 +114,7 @@ Point measure(const BenchSetup& bench, const std::string& policy, int64_t micro_
   try {
     trainer.fit();
   } catch (const c10::OutOfMemoryError&) {
+    memory::release_cached_memory(config.job.device);
     point.fits = false;
     return point;
   }
@@ -272,7 +275,8 @@ std::string render_table(const std::vector<Point>& points, const TrainConfig& co
     rows.push_back(row);
   }
   return render_grid(
-      cat("bigbatch bench memory: global batch ", global, ", peak tensor memory per step"),
+      cat("bigbatch bench memory: global batch ", global, ", peak tensor memory per step on ",
+          describe_device(config.job.device)),
       {"checkpointing", "micro-batch", "plan", "peak", "activations", "of full batch", "s/step",
        unit_name(config) + "/s", "activations cut", "time cost"},
       rows);
@@ -418,8 +422,9 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   TrainConfig config = load_config(options.config);
   complete_options(options, config);
   job::apply_thread_options(config.job);
-  memory::MemoryTracker& tracker = memory::MemoryTracker::instance();
-  tracker.install();
+  const c10::Device device = config.job.device;
+  make_current(device);
+  memory::MemoryTracker::instance().install();  // the CPU's tensor memory (a GPU's is counted)
   // A pretrained model (model.kind = "hf") reads its data in its workload.
   const job::LoadedData data =
       config.hf ? job::LoadedData() : job::load_builtin_data(config.model.kind, config.data);
@@ -432,8 +437,8 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
   }
   const std::string out_dir = job::create_run_dir(options.out_dir, "bench-memory");
   io::write_file_atomically(out_dir + "/config.toml", config.resolved_toml);
-  BenchSetup bench{config, data, tracker.current_bytes(), options.steps};
-  tracker.set_budget(config.job.memory_budget);
+  BenchSetup bench{config, data, memory::current_bytes(device), options.steps};
+  memory::set_budget_bytes(device, config.job.memory_budget);
 
   const std::vector<Point> points = sweep(bench, options, out);
   const std::string table = render_table(points, config);
@@ -447,9 +452,10 @@ int run_bench_memory(const BenchMemoryOptions& given, std::ostream& out) {
         render_auto_checks(checks, config.job.memory_budget, config.job.batch.global_batch());
     out << "\n" << auto_table;
   }
-  tracker.set_budget(0);
+  memory::set_budget_bytes(device, 0);
 
   nlohmann::json report = {{"model", model_name(config)},
+                           {"device", config.job.device.str()},
                            {"global_batch", config.job.batch.global_batch()},
                            {"memory_budget", config.job.memory_budget},
                            {"timed_steps", options.steps},

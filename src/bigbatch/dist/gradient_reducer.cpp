@@ -209,16 +209,21 @@ void GradientReducer::complete_all() {
 void GradientReducer::finish() {
   complete_all();
   const torch::NoGradGuard no_grad;
+  // (parameters) float64 on the CPU: how many ranks had a gradient for each parameter, bucket
+  // after bucket; one read for the whole window.
+  std::vector<torch::Tensor> flags;
   for (const Bucket& bucket : buckets_) {
     const int64_t parameters = static_cast<int64_t>(bucket.parameters.size());
-    // (parameters) float64 on the CPU: how many ranks had a gradient for each parameter.
-    const torch::Tensor ranks_with_gradient =
-        bucket.flat.narrow(0, bucket.flat.numel() - parameters, parameters)
-            .to(torch::kCPU, torch::kFloat64);
-    const auto had = ranks_with_gradient.accessor<double, 1>();
-    for (int64_t slot = 0; slot < parameters; ++slot) {
+    flags.push_back(
+        bucket.flat.narrow(0, bucket.flat.numel() - parameters, parameters).to(torch::kFloat64));
+  }
+  const torch::Tensor ranks_with_gradient =
+      flags.empty() ? torch::Tensor() : torch::cat(flags).to(torch::kCPU);
+  const double* had = flags.empty() ? nullptr : ranks_with_gradient.data_ptr<double>();
+  for (const Bucket& bucket : buckets_) {
+    for (size_t slot = 0; slot < bucket.parameters.size(); ++slot, ++had) {
       torch::Tensor& parameter = parameters_[bucket.parameters[slot]];
-      if (had[slot] == 0.0) {
+      if (*had == 0.0) {
         parameter.mutable_grad().reset();  // no rank had a gradient for it
         continue;
       }

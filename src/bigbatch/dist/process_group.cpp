@@ -48,6 +48,30 @@ Backend parse_backend(const std::string& text, bool cuda, const std::string& fie
       cat(field, " = \"", text, "\" is not a backend; expected \"auto\", \"gloo\" or \"nccl\""));
 }
 
+std::vector<EnvironmentSetting> prepare_nccl_error_handling() {
+  struct Wanted {
+    const char* name;
+    const char* legacy_name;  ///< the older spelling, which LibTorch reads too
+    const char* value;
+  };
+  const Wanted wanted[] = {{"TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "1"},
+                           {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING", "2"}};
+  std::vector<EnvironmentSetting> settings;
+  for (const Wanted& variable : wanted) {
+    EnvironmentSetting setting{variable.name, variable.value, false};
+    for (const char* name : {variable.name, variable.legacy_name}) {
+      if (const char* existing = std::getenv(name)) {
+        setting = EnvironmentSetting{name, existing, true};
+        break;
+      }
+    }
+    if (!setting.already_set)
+      ::setenv(variable.name, variable.value, /*overwrite=*/0);
+    settings.push_back(setting);
+  }
+  return settings;
+}
+
 std::string to_string(Backend backend) {
   return backend == Backend::kNccl ? "nccl" : "gloo";
 }
@@ -229,6 +253,7 @@ class GroupCommunicator : public Communicator {
       const auto timeout = to_milliseconds(options.timeout_seconds());
 #ifdef BIGBATCH_WITH_NCCL
       if (options.backend() == Backend::kNccl) {
+        prepare_nccl_error_handling();  // a dead peer must reach fail(), not the watchdog's abort
         auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
         nccl_options->timeout = timeout;
         nccl_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, nccl_options);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bigbatch/dist/communicator.h"
 #include "bigbatch/dist/worker_environment.h"
@@ -27,6 +28,21 @@ Backend parse_backend(const std::string& text, bool cuda, const std::string& fie
 std::string nccl_version();
 /// The config spelling.
 std::string to_string(Backend backend);
+
+/// An environment variable read by LibTorch, and whether bigbatch set it.
+struct EnvironmentSetting {
+  std::string name;
+  std::string value;         ///< the value in effect
+  bool already_set = false;  ///< it was set before (by the user or an earlier call); left as it was
+};
+
+/// Makes ProcessGroupNCCL report a failed or timed-out collective to its caller, so that the
+/// rank at fault can be named, instead of its watchdog ending the process first:
+/// TORCH_NCCL_BLOCKING_WAIT=1 (wait() blocks, and throws after the timeout) and
+/// TORCH_NCCL_ASYNC_ERROR_HANDLING=2 (on an error the watchdog aborts the communicators but does
+/// not tear the process down; LibTorch 2.x's default, 3, kills it). A variable that is already
+/// set is left as it is. Call before the process group is made; returns both settings.
+std::vector<EnvironmentSetting> prepare_nccl_error_handling();
 
 /// How to reach the other ranks.
 struct ProcessGroupOptions {

@@ -173,10 +173,11 @@ WindowResult GradientAccumulator::step() {
   result.counts = window_;
   result.micro_batches = micro_batches_;
   result.loss_scale = window_scale_;
-  // A single process reads the loss, the finite check and the norm in one wait for the device;
-  // ranks first agree on whether to step at all (another rank may abandon the window).
-  const bool alone = communicator_->world_size() == 1;
-  const BoundaryReading reading = alone ? read_boundary() : BoundaryReading{};
+  // A single process reads the loss, the finite check and the norm in one wait for the device.
+  // Data-parallel ranks first agree on whether to step at all (another rank may abandon the
+  // window) and sum the gradients; then one read gives the check and norm of the sums.
+  const bool alone = communicator_->world_size() == 1 && reducer_ == nullptr;
+  BoundaryReading reading = alone ? read_boundary() : BoundaryReading{};
   Agreement agreement =
       agree(false, alone ? std::optional<double>(reading.loss_sum) : std::nullopt);
   result.abandoned_by = std::move(agreement.abandoned_by);
@@ -186,20 +187,20 @@ WindowResult GradientAccumulator::step() {
     result.step = steps_taken_ + 1;
     return result;
   }
+  if (!alone)
+    reading = read_boundary();
   result.mean_loss = agreement.loss_sum / static_cast<double>(window_.units(options_.unit()));
   const bool abort = options_.on_nonfinite() == NonFinitePolicy::kAbort;
-  // 1. Inf/NaN: the loss (read above, one sync per window), then every gradient.
+  // 1. Inf/NaN: the loss, then every gradient (with a scaler: unscaled once, checked exactly;
+  // an overflow is its backoff, never an abort).
   const bool loss_finite = std::isfinite(result.mean_loss);
   if (!loss_finite && abort)
     abort_nonfinite(SkipReason::kNonFiniteLoss, result.mean_loss);
-  // With a scaler: unscale once and check exactly; an overflow is its backoff, never an abort.
-  const bool overflow =
-      scaler_ != nullptr && (alone ? !reading.finite : scaler_->unscale_and_check(parameters_));
   if (!loss_finite)
     return skip(result, SkipReason::kNonFiniteLoss);
-  if (overflow)
+  if (scaler_ != nullptr && !reading.finite)
     return skip(result, SkipReason::kNonFiniteGradient);
-  result.grad_norm = alone ? reading.grad_norm : gradient_norm(parameters_);
+  result.grad_norm = reading.grad_norm;
   // Without a scaler: a finite norm proves finite gradients; only an inf/NaN norm (which a huge
   // but finite gradient can also give) pays for the exact check.
   if (scaler_ == nullptr && !std::isfinite(result.grad_norm) && !gradients_finite(parameters_)) {

@@ -251,8 +251,7 @@ Workload build_checked(const WorkloadBuilder& build, const TrainingJobOptions& o
   BB_CHECK_INPUT(w.module != nullptr, "the workload has no module");
   BB_CHECK_INPUT(w.train != nullptr, "the workload has no training data");
   BB_CHECK_INPUT(w.objective != nullptr, "the workload has no objective");
-  w.module->to(options.device);
-  autocast_objective(w, options.precision, options.device.type());
+  place_workload(w, options);
   return w;
 }
 

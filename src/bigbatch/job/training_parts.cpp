@@ -36,10 +36,11 @@ engine::TrainingSetup training_setup(const Workload& w, const TrainingParts& par
   return setup;
 }
 
-void autocast_objective(Workload& w, nn::Precision precision, c10::DeviceType device_type) {
-  if (precision != nn::Precision::kFp32) {
-    w.objective =
-        std::make_unique<engine::AutocastObjective>(std::move(w.objective), precision, device_type);
+void place_workload(Workload& w, const TrainingJobOptions& options) {
+  w.module->to(options.device);
+  if (options.precision != nn::Precision::kFp32) {
+    w.objective = std::make_unique<engine::AutocastObjective>(
+        std::move(w.objective), options.precision, options.device.type());
   }
 }
 

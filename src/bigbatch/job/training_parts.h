@@ -38,10 +38,10 @@ engine::TrainingSetup training_setup(const Workload& w, const TrainingParts& par
                                      const engine::Plan& plan,
                                      dist::Communicator* communicator = nullptr);
 
-/// Runs the workload's objective under autocast to `precision` on `device_type` (nothing for
-/// fp32): every forward pass through it, training, evaluation and the micro-batch trial.
-void autocast_objective(Workload& w, nn::Precision precision,
-                        c10::DeviceType device_type = c10::kCPU);
+/// Moves the workload's module to options.device and runs its objective under autocast to
+/// options.precision there (nothing for fp32): every forward pass through it, training,
+/// evaluation and the micro-batch trial.
+void place_workload(Workload& w, const TrainingJobOptions& options);
 
 /// Applies options.bf16_matmul and options.attention, then options.threads: automatic ones for the
 /// backend that the precision and those kernels use (oneDNN for native bf16 products), this

@@ -10,10 +10,18 @@ PyTorch documentation and most training scripts use:
 
 It writes one JSON line per window (tokens/s, samples/s over the window's wall time, as
 bigbatch's metrics.jsonl), then one profiled window for peak tensor memory, then a summary line.
-Standard library and torch only. Usage (bench/compare runs it):
+Standard library and torch only (the trainer loops below: their libraries too). Usage
+(bench/compare runs it):
 
     OPENBLAS_CORETYPE=SkylakeX bench/peer.py --model gpt --precision bf16 --steps 20 \
         --global-batch 64 --micro-batch 8 --threads 2 --out peer.jsonl
+
+`--loop` picks who runs that work, on the same model, data order, optimizer, schedule, clipping
+and precision, with the same records: `eager` (the loop above, the default), `compile` (the same
+loop with the model and its loss under torch.compile; the summary adds compile_seconds), and the
+trainers users run it with, in bench/peers/ (which import this file's pieces): `hf-trainer`
+(transformers.Trainer), `accelerate` (accelerate.Accelerator.accumulate) and `lightning`
+(lightning.Trainer), on the CPU. docs/BENCHMARKS.md says how each is used and measured.
 
 On a GPU (`--device cuda`, scripts/gpu-check runs it): the model and the data live on the GPU,
 autocast runs on CUDA (fp16 with torch.amp.GradScaler: scaled backward per micro-batch; unscale,
@@ -201,8 +209,11 @@ def live_tensor_bytes(not_counted):
         warnings.simplefilter("ignore")
         for obj in gc.get_objects():
             if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
-                storage = obj.storage()
-                storages[storage.data_ptr()] = storage.nbytes()
+                try:
+                    storage = obj.storage()
+                    storages[storage.data_ptr()] = storage.nbytes()
+                except RuntimeError:  # torch.compile's fake tensors left from tracing: no data
+                    pass
     for tensor in not_counted:
         storages.pop(tensor.storage().data_ptr(), None)
     return sum(storages.values())
@@ -326,10 +337,63 @@ def summarise_cuda(args, emit, params, flops, attention, scaler, peak):
           "final_loss_scale": scaler.get_scale() if scaler else None})
 
 
-# --- the loop -------------------------------------------------------------------------------------
+# --- what every loop shares -----------------------------------------------------------------------
 
-def main():
+# --loop: peer.py's own loop (eager), the same loop with the model and its loss under torch.compile,
+# and the trainers users run it with (bench/peers/: each module's run(job) trains `job`).
+LOOPS = ("eager", "compile", "hf-trainer", "accelerate", "lightning")
+TRAINER_MODULES = {"hf-trainer": "hf_trainer", "accelerate": "accelerate_loop",
+                   "lightning": "lightning_loop"}
+
+
+def micro_loss(model, inputs, targets, count):
+    """(loss, logits) of a micro-batch: the summed cross-entropy over its tokens (GPT) or samples
+    / `count`, the window's number of them (so that the window's gradients add up to the
+    window's mean); the micro-batch's own mean where count is None (the trainers' loops, which
+    divide by the number of micro-batches themselves: the same value, every micro-batch being the
+    same size). A loop that keeps `logits` in a variable until the next micro-batch's forward, as
+    `logits = model(inputs)` in a training loop does, holds them as that loop would."""
+    logits = model(inputs)
+    flat, targets = logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1)
+    if count is None:
+        return F.cross_entropy(flat, targets), logits
+    return F.cross_entropy(flat, targets, reduction="sum") / count, logits
+
+
+class LossOf(torch.nn.Module):
+    """`model` with micro_loss as its forward: what --loop compile puts under torch.compile (the
+    loss inside the compiled region, as a Hugging Face model's forward computes its loss)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs, targets, count=None):  # -> the loss only (logits stay inside)
+        return micro_loss(self.model, inputs, targets, count)[0]
+
+
+class Windows:
+    """The sample order: a random permutation of the data set, global_batch samples per window, a
+    new permutation when fewer than global_batch remain."""
+
+    def __init__(self, size, global_batch):
+        self.size, self.global_batch = size, global_batch
+        self.order, self.position = torch.randperm(size), 0
+
+    def next(self):  # -> the next window's sample indices
+        if self.position + self.global_batch > self.size:
+            self.order, self.position = torch.randperm(self.size), 0
+        window = self.order[self.position:self.position + self.global_batch]
+        self.position += self.global_batch
+        return window
+
+
+def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--loop", default="eager", choices=LOOPS,
+                        help="eager: this loop; compile: the same with the model and its loss "
+                             "under torch.compile; hf-trainer, accelerate, lightning: those "
+                             "libraries' accumulation (bench/peers/, CPU only)")
     parser.add_argument("--model", default="gpt", choices=["gpt", "mlp", "resnet"])
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
                         help="autocast dtype; fp16 (with a GradScaler) on CUDA only")
@@ -347,7 +411,7 @@ def main():
                              "auto = composite on the CPU, fused on CUDA")
     parser.add_argument("--max-seconds", type=float, default=0.0,
                         help="stop after the window in which this many seconds of timed "
-                             "windows are reached (0 = run all --steps)")
+                             "windows are reached (0 = run all --steps; eager and compile only)")
     parser.add_argument("--global-batch", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps")
@@ -358,14 +422,23 @@ def main():
     parser.add_argument("--out", default="-", help="JSON lines (default: stdout)")
     parser.add_argument("--gemm-peak", action="store_true",
                         help="print the fp32 and bf16 GEMM rates (JSON) and train nothing")
-    args = parser.parse_args()
+    return parser
 
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    if args.gemm_peak:
-        print(json.dumps(gemm_peak()))
-        return
+
+def setup(args):
+    """Everything before the first window, the same for every --loop and in this order (so the
+    random draws are the same: the model's initialisation, then the sample order): the job, its
+    optimizer and schedule, the window order, the JSON writer and the model FLOPs. Returns it all
+    as a namespace."""
     refuse_unusable_cuda(args)
+    if args.loop in TRAINER_MODULES:
+        if args.device != "cpu":
+            sys.exit(f"peer.py: --loop {args.loop} runs on the CPU only")
+        if args.max_seconds > 0:
+            sys.exit("peer.py: --max-seconds is for --loop eager and compile")
+        if args.global_batch % args.micro_batch:
+            sys.exit(f"peer.py: --loop {args.loop} needs --global-batch a multiple of "
+                     f"--micro-batch (its accumulation steps are a count of micro-batches)")
     cuda = args.device == "cuda"
     device = torch.device(args.device)
     attention = args.attention if args.attention != "auto" else ("fused" if cuda else "composite")
@@ -382,23 +455,104 @@ def main():
     optimizer = make_optimizer(model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.steps))
     params = [p for p in model.parameters() if p.requires_grad]
-    order = torch.randperm(data.size)
-    position = 0
+    windows = Windows(data.size, args.global_batch)
     out = sys.stdout if args.out == "-" else open(args.out, "w")
-    autocast_dtype = torch.float16 if args.precision == "fp16" else torch.bfloat16
-    scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None
 
     def emit(record):
         out.write(json.dumps(record) + "\n")
         out.flush()
 
+    flops = train_flops_per_sample(model, data.get(windows.order[:1].to(device))[0])
+    per_sample = data.context if isinstance(data, Sequences) else 1  # what data.get counts
+    return argparse.Namespace(
+        args=args, cuda=cuda, device=device, attention=attention, model=model, data=data,
+        optimizer=optimizer, scheduler=scheduler, params=params, max_grad_norm=max_grad_norm,
+        token_loss=token_loss, windows=windows, emit=emit, flops=flops,
+        window_count=args.global_batch * per_sample)
+
+
+def window_record(job, step, loss, seconds):
+    """The JSON record of a timed CPU window (samples and tokens of a full window)."""
+    tokens = job.window_count if job.token_loss else 0
+    return {"type": "window", "step": step, "loss": loss, "step_seconds": seconds,
+            "samples_per_second": job.args.global_batch / seconds,
+            "tokens_per_second": tokens / seconds}
+
+
+class MemoryProfile:
+    """Peak tensor memory of what runs between start() and stop(): the tensors alive at start()
+    plus the highest running sum of the profiler's allocation events until stop()."""
+
+    def __init__(self, job, not_counted=()):
+        # bigbatch holds the text corpus (data::TextCorpus) and the sample order (its window
+        # sampler) in std::vectors, outside its tensor count: so they are left out here too. The
+        # images are tensors on both sides and count on both.
+        data = job.data
+        text = [data.data, data.val] if isinstance(data, (Sequences, Contexts)) else []
+        self.not_counted = text + [job.windows.order, *not_counted]
+
+    def start(self):
+        gc.collect()
+        self.baseline = live_tensor_bytes(self.not_counted)
+        self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                           profile_memory=True)
+        self.prof.__enter__()
+
+    def stop(self):
+        self.prof.__exit__(None, None, None)
+        return window_peak_bytes(self.prof.profiler.kineto_results.events(), self.baseline)
+
+
+def cpu_summary(job, peak_bytes, rss, **extra):
+    """The summary line of a CPU run (and the loop's own fields, `extra`)."""
+    return {"type": "summary", "peak_bytes": peak_bytes, "peak_rss_bytes": rss,
+            "parameters": sum(p.numel() for p in job.params),
+            "train_flops_per_sample": job.flops, "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+            "openblas_core": openblas_core(),
+            "env": {k: os.environ.get(k, "") for k in
+                    ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")},
+            "loop": job.args.loop, **extra}
+
+
+def compile_report(seconds):
+    """--loop compile's own summary fields: compile_seconds = the first window's time less the
+    median of the later windows' (the first window compiles the forward and loss on its first
+    micro-batch, the backward on its first backward), the first window's time, and Dynamo's own
+    phase timings (torch._dynamo.utils.calculate_time_spent, a private API: {} where absent)."""
+    try:
+        phases = dict(torch._dynamo.utils.calculate_time_spent())
+    except (AttributeError, TypeError):
+        phases = {}
+    later = sorted(seconds[1:])
+    median = (later[(len(later) - 1) // 2] + later[len(later) // 2]) / 2 if later else None
+    return {"compile_seconds": max(0.0, seconds[0] - median) if median is not None else None,
+            "first_window_seconds": seconds[0] if seconds else None,
+            "dynamo_time_spent_seconds": phases}
+
+
+# --- the loop -------------------------------------------------------------------------------------
+
+def run_loop(job):
+    """--loop eager and compile: the loop of this file's docstring, timed window by window."""
+    args, model, data, optimizer, scheduler = (job.args, job.model, job.data, job.optimizer,
+                                               job.scheduler)
+    cuda, device, params, max_grad_norm, emit = (job.cuda, job.device, job.params,
+                                                 job.max_grad_norm, job.emit)
+    if args.loop == "compile":  # torch.compile's default mode; the loss inside the compiled code
+        compiled = torch.compile(LossOf(model))
+
+        def loss_of(inputs, targets, count):  # -> (loss, None): the logits stay compiled code's
+            return compiled(inputs, targets, count), None
+    else:  # the eager loop: `logits` held until the next micro-batch's, as before
+        def loss_of(inputs, targets, count):
+            return micro_loss(model, inputs, targets, count)
+    autocast_dtype = torch.float16 if args.precision == "fp16" else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None
+
     def train_window():
         """One optimizer step over global_batch samples; returns (samples, tokens, loss)."""
-        nonlocal position, order
-        if position + args.global_batch > data.size:
-            order, position = torch.randperm(data.size), 0
-        window = order[position:position + args.global_batch]
-        position += args.global_batch
+        window = job.windows.next()
         if cuda:
             return train_window_cuda(window.to(device))
         micro = [data.get(window[i:i + args.micro_batch])
@@ -407,9 +561,7 @@ def main():
         total = 0.0
         for inputs, targets, _ in micro:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-                logits = model(inputs)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
-                                       targets.reshape(-1), reduction="sum") / count
+                loss, logits = loss_of(inputs, targets, count)
             loss.backward()
             total += loss.item()
         if max_grad_norm > 0:
@@ -417,7 +569,7 @@ def main():
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        return args.global_batch, count if token_loss else 0, total
+        return args.global_batch, count if job.token_loss else 0, total
 
     def train_window_cuda(window):
         """train_window on the GPU: autocast on CUDA, fp16 through the GradScaler (one unscale,
@@ -429,9 +581,7 @@ def main():
         total = torch.zeros((), device=device)
         for inputs, targets, _ in micro:
             with torch.autocast("cuda", dtype=autocast_dtype, enabled=args.precision != "fp32"):
-                logits = model(inputs)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
-                                       targets.reshape(-1), reduction="sum") / count
+                loss, logits = loss_of(inputs, targets, count)
             (scaler.scale(loss) if scaler else loss).backward()
             total += loss.detach()
         if scaler:
@@ -445,18 +595,18 @@ def main():
             optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        return args.global_batch, count if token_loss else 0, total.item()
+        return args.global_batch, count if job.token_loss else 0, total.item()
 
-    flops = train_flops_per_sample(model, data.get(order[:1].to(device))[0])
     if cuda:
         peak = timed_cuda_windows(args, train_window, emit)
-        summarise_cuda(args, emit, params, flops, attention, scaler, peak)
+        summarise_cuda(args, emit, params, job.flops, job.attention, scaler, peak)
         return
-    started = time.perf_counter()
+    started, seconds_each = time.perf_counter(), []
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
         samples, tokens, loss = train_window()
         seconds = time.perf_counter() - start
+        seconds_each.append(seconds)
         emit({"type": "window", "step": step, "loss": loss, "step_seconds": seconds,
               "samples_per_second": samples / seconds, "tokens_per_second": tokens / seconds})
         if args.max_seconds > 0 and time.perf_counter() - started >= args.max_seconds:
@@ -465,23 +615,29 @@ def main():
     rss = peak_rss_bytes()  # before the profiler, whose event records take memory of their own
     peak_bytes = 0
     if not args.no_memory:  # one more window, profiled: not timed
-        gc.collect()
-        # bigbatch holds the text corpus (data::TextCorpus) and the sample order (its window
-        # sampler) in std::vectors, outside its tensor count: so they are left out here too. The
-        # images are tensors on both sides and count on both.
-        text = [data.data, data.val] if isinstance(data, (Sequences, Contexts)) else []
-        baseline = live_tensor_bytes(text + [order])
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                    profile_memory=True) as prof:
-            train_window()
-        peak_bytes = window_peak_bytes(prof.profiler.kineto_results.events(), baseline)
-    emit({"type": "summary", "peak_bytes": peak_bytes, "peak_rss_bytes": rss,
-          "parameters": sum(p.numel() for p in params),
-          "train_flops_per_sample": flops, "torch": torch.__version__,
-          "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
-          "openblas_core": openblas_core(),
-          "env": {k: os.environ.get(k, "") for k in
-                  ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}})
+        profile = MemoryProfile(job)
+        profile.start()
+        train_window()
+        peak_bytes = profile.stop()
+    extra = compile_report(seconds_each) if args.loop == "compile" else {}
+    emit(cpu_summary(job, peak_bytes, rss, **extra))
+
+
+def main():
+    args = make_parser().parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.gemm_peak:
+        print(json.dumps(gemm_peak()))
+        return
+    job = setup(args)
+    if args.loop not in TRAINER_MODULES:
+        run_loop(job)
+        return
+    # bench/peers/ imports this file as `peer`: the module that is running, not a second copy.
+    sys.modules.setdefault("peer", sys.modules[__name__])
+    import importlib
+    importlib.import_module("peers." + TRAINER_MODULES[args.loop]).run(job)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""The trainers bench/peer.py runs its job with (--loop hf-trainer, accelerate, lightning)."""

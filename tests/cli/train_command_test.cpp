@@ -397,6 +397,18 @@ TEST_F(TrainCommand, KernelChoicesShowInThePlanAndMistakesAreInputErrors) {
       << plan.output;
   EXPECT_NE(plan.output.find("weight decay 0.1, per_tensor kernel"), std::string::npos)
       << plan.output;
+  // The blocks row: fused by default at this size, composite where dropout draws or when asked.
+  const auto blocks_row = [&](const std::string& assignments) {
+    const Result r = run("train --plan " + corpus_arg() + kTinyGpt + assignments);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const size_t row = r.output.find("\nblocks ");
+    return row == std::string::npos ? std::string() : r.output.substr(row + 1, 110);
+  };
+  EXPECT_NE(blocks_row("").find("fused          one autograd node per block"), std::string::npos);
+  EXPECT_NE(blocks_row(" -s gpt.dropout=0.1").find("composite      dropout draws"),
+            std::string::npos);
+  EXPECT_NE(blocks_row(" -s model.block_kernel=composite").find("one operation per step"),
+            std::string::npos);
   const std::string out = run_dir("never");
   const auto bad = [&](const std::string& assignments, const std::string& expected) {
     expect_input_error(run("train " + corpus_arg() + kTinyGpt + assignments + " --run-dir " + out),
@@ -404,6 +416,7 @@ TEST_F(TrainCommand, KernelChoicesShowInThePlanAndMistakesAreInputErrors) {
   };
   bad(" -s model.attention=flash", "model.attention");
   bad(" -s optim.kernel=foreach", "optim.kernel");
+  bad(" -s model.block_kernel=fast", "model.block_kernel");
   if (!nn::fused_attention_available())
     bad(" -s model.attention=fused", "model.attention = \"fused\" needs LibTorch 2.0 or later");
   if (!compat::kHasFusedAdamW)

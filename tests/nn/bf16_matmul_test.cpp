@@ -7,20 +7,14 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/precision.h"
+#include "nn/scoped_setting.h"
 
 namespace bigbatch::nn {
 namespace {
 
-/// Sets the process-wide choice for one test and puts back the previous one.
-class ScopedBf16Matmul {
- public:
-  explicit ScopedBf16Matmul(Bf16Matmul mode) : previous_(bf16_matmul()) { set_bf16_matmul(mode); }
-  ~ScopedBf16Matmul() { set_bf16_matmul(previous_); }
-  ScopedBf16Matmul(const ScopedBf16Matmul&) = delete;
-  ScopedBf16Matmul& operator=(const ScopedBf16Matmul&) = delete;
-
- private:
-  Bf16Matmul previous_;
+/// The bf16 product kernels for one test.
+struct ScopedBf16Matmul : testing::ScopedSetting<Bf16Matmul> {
+  explicit ScopedBf16Matmul(Bf16Matmul mode) : ScopedSetting(bf16_matmul, set_bf16_matmul, mode) {}
 };
 
 /// Outputs and gradients of one product, computed with `mode` under CPU bf16 autocast.

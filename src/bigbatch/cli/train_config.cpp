@@ -161,6 +161,15 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    "autocast",
                    ResumeChange::kFree),
       "model.attention");
+  t.job.block_kernel = nn::parse_block_kernel(
+      c.get_choice("model.block_kernel", nn::to_string(t.job.block_kernel),
+                   {"auto", "fused", "composite"},
+                   "code of the GPT's and the BERT's transformer blocks: fused = one autograd "
+                   "node per block with its backward written out (no dropout; fp32 or bf16 on "
+                   "native bf16 products), composite = one operation per step, auto = fused on "
+                   "the CPU wherever it applies and the attention is the composite one",
+                   ResumeChange::kFree),
+      "model.block_kernel");
   try {
     nn::check_precision_supported(t.job.precision, t.job.device.type(), "model.precision");
   } catch (const InputError& error) {

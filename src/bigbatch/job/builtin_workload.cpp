@@ -187,10 +187,13 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
     nn::set_running_stats_mode(*w.module, nn::RunningStatsMode::kPerWindow);
     w.window_hooks.push_back(std::make_shared<engine::BatchNormWindowHooks>(*w.module));
   }
-  if (model.gpt)
+  if (model.gpt) {
     w.attention_keys = spec.gpt.context();
-  else if (model.bert)
+    w.pre_ln_block_dropout = spec.gpt.dropout();
+  } else if (model.bert) {
     w.attention_keys = spec.bert.context() + 1;  // [CLS] and the text
+    w.pre_ln_block_dropout = spec.bert.dropout();
+  }
   w.add_model_rows = model_rows(options, batch_norms);
   if (model.gpt && options.sample.max_new_bytes() > 0) {
     w.generate_sample = [gpt = model.gpt, prompt = options.prompt,

@@ -7,9 +7,30 @@
 #include "bigbatch/core/device.h"
 #include "bigbatch/memory/device_memory.h"
 #include "bigbatch/models/model_info.h"
+#include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/fused_block.h"
 
 namespace bigbatch::job {
 namespace {
+
+/// The blocks row: which code runs the models::PreLnBlock blocks in training, and why.
+void add_block_row(Table& table, const TrainingJobOptions& options, double dropout, bool cpu,
+                   nn::AttentionKernel attention) {
+  const bool dropout_draws = dropout > 0.0;
+  const bool precision_supported = options.precision == nn::Precision::kFp32 ||
+                                   (cpu && options.precision == nn::Precision::kBf16 &&
+                                    nn::bf16_matmul() == nn::Bf16Matmul::kNative);
+  const nn::BlockKernel kernel = nn::resolve_block_kernel(
+      options.block_kernel, {!dropout_draws && precision_supported, cpu, attention});
+  const std::string why = kernel == nn::BlockKernel::kFused ? "one autograd node per block"
+                          : dropout_draws                   ? "dropout draws in training"
+                          : !precision_supported            ? "not for this precision's kernels"
+                          : options.block_kernel == nn::BlockKernel::kComposite
+                              ? "one operation per step"
+                              : "LibTorch's fused attention is the faster here";
+  table.add("blocks", nn::to_string(kernel),
+            cat(why, " (block_kernel = \"", nn::to_string(options.block_kernel), "\")"));
+}
 
 void add_model_section(Table& table, const TrainingJobOptions& options, const Workload& w,
                        const engine::Plan& plan) {
@@ -43,10 +64,10 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                                : "oneDNN's bf16 kernels",
                   " (bf16_matmul = \"", nn::to_string(options.bf16_matmul), "\")"));
   }
+  const bool cpu = options.device.is_cpu();
+  const nn::AttentionKernel attention = nn::resolve_attention_kernel(
+      options.attention, {cpu, options.precision == nn::Precision::kBf16, w.attention_keys});
   if (w.attention_keys > 0) {
-    const nn::AttentionSite site{/*cpu=*/true, options.precision == nn::Precision::kBf16,
-                                 w.attention_keys};
-    const nn::AttentionKernel attention = nn::resolve_attention_kernel(options.attention, site);
     table.add(
         "attention", nn::to_string(attention),
         cat(attention == nn::AttentionKernel::kFused ? "LibTorch's scaled_dot_product_attention"
@@ -54,6 +75,8 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
             " over ", w.attention_keys, " keys (attention = \"", nn::to_string(options.attention),
             "\")"));
   }
+  if (w.pre_ln_block_dropout)
+    add_block_row(table, options, *w.pre_ln_block_dropout, cpu, attention);
   if (w.add_model_rows)
     w.add_model_rows(table, plan);
 }

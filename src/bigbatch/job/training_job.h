@@ -19,6 +19,7 @@
 #include "bigbatch/metrics/sink.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/precision.h"
 
 namespace bigbatch::job {
@@ -74,13 +75,14 @@ struct TrainingJobOptions {
   engine::OptimizerOptions optimizer;  ///< lr is replaced by the plan's
   engine::LrScheduleOptions schedule;  ///< peak_lr and total_steps come from the plan
   LossScaleMode loss_scale = LossScaleMode::kAuto;
-  engine::LossScalerOptions loss_scaler;           ///< when loss scaling is enabled
+  engine::LossScalerOptions loss_scaler;  ///< when loss scaling is enabled
   /// Where the model trains: the CPU or one GPU (bigbatch::parse_device). The workload's module
   /// is moved there once built; batches follow it, and memory_budget is that device's.
   c10::Device device = c10::Device(c10::kCPU);
   nn::Precision precision = nn::Precision::kFp32;  ///< autocast of every forward pass
   nn::Bf16Matmul bf16_matmul = nn::Bf16Matmul::kAuto;
   nn::AttentionKernel attention = nn::AttentionKernel::kAuto;  ///< of the transformers
+  nn::BlockKernel block_kernel = nn::BlockKernel::kAuto;       ///< of the transformers' blocks
   /// Threads: the backend of the model's fp32 work (oneDNN for convolutions); 0 = automatic.
   ThreadRequest threads;
   /// Data parallel, when the environment names this process a rank (RANK, WORLD_SIZE, ...).

@@ -47,6 +47,7 @@ void place_workload(Workload& w, const TrainingJobOptions& options) {
 ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes) {
   nn::set_bf16_matmul(options.bf16_matmul);
   nn::set_attention_kernel(options.attention, "TrainingJobOptions.attention");
+  nn::set_block_kernel(options.block_kernel);
   const bool native_bf16 =
       options.precision != nn::Precision::kFp32 && nn::bf16_matmul() == nn::Bf16Matmul::kNative;
   ThreadRequest request = options.threads;

@@ -43,10 +43,10 @@ engine::TrainingSetup training_setup(const Workload& w, const TrainingParts& par
 /// evaluation and the micro-batch trial.
 void place_workload(Workload& w, const TrainingJobOptions& options);
 
-/// Applies options.bf16_matmul and options.attention, then options.threads: automatic ones for the
-/// backend that the precision and those kernels use (oneDNN for native bf16 products), this
-/// machine's cores shared by `processes` ranks each running trainer.concurrent_micro_batches passes
-/// at once. Returns the settings in effect.
+/// Applies options.bf16_matmul, options.attention and options.block_kernel, then options.threads:
+/// automatic ones for the backend that the precision and those kernels use (oneDNN for native bf16
+/// products), this machine's cores shared by `processes` ranks each running
+/// trainer.concurrent_micro_batches passes at once. Returns the settings in effect.
 ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes = 1);
 
 }  // namespace bigbatch::job

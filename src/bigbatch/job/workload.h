@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct Workload {
   /// The most keys a query of the model attends over through nn::scaled_dot_product_attention
   /// (its context), for the plan table's attention row; 0 for a model without attention.
   int64_t attention_keys = 0;
+  /// The dropout of the model's models::PreLnBlock blocks (the GPT's, the BERT's), for the plan
+  /// table's blocks row; unset for a model without them.
+  std::optional<double> pre_ln_block_dropout;
   /// Extra rows of the plan table's model section (precision, checkpointing, norm policy, ...),
   /// given the resolved plan; may be empty.
   std::function<void(Table&, const engine::Plan&)> add_model_rows;

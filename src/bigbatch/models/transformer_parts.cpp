@@ -1,6 +1,7 @@
 #include "bigbatch/models/transformer_parts.h"
 
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/fused_block.h"
 
 namespace bigbatch::models {
 
@@ -52,7 +53,8 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return maybe_dropout(nn::linear(proj, h), dropout_, is_training());  // (B, T, C)
 }
 
-PreLnBlockImpl::PreLnBlockImpl(const BlockOptions& options) {
+PreLnBlockImpl::PreLnBlockImpl(const BlockOptions& options)
+    : heads_(options.heads()), dropout_(options.dropout()) {
   ln1 = register_module("ln1", layer_norm(options.embed()));
   attn = register_module("attn", SelfAttention(options));
   ln2 = register_module("ln2", layer_norm(options.embed()));
@@ -60,6 +62,14 @@ PreLnBlockImpl::PreLnBlockImpl(const BlockOptions& options) {
 }
 
 torch::Tensor PreLnBlockImpl::forward(const torch::Tensor& x, const nn::AttentionMask& mask) {
+  if (nn::use_fused_block(x, dropout_, is_training(), x.size(1))) {
+    const nn::PreLnBlockParameters parameters{
+        ln1->weight,        ln1->bias,        attn->qkv->weight, attn->qkv->bias,
+        attn->proj->weight, attn->proj->bias, ln2->weight,       ln2->bias,
+        mlp->fc->weight,    mlp->fc->bias,    mlp->proj->weight, mlp->proj->bias};
+    return nn::fused_pre_ln_block(x, parameters, {heads_, ln1->options.eps()},
+                                  mask);  // (B, T, C)
+  }
   torch::Tensor h = x + attn->forward(ln1->forward(x), mask);  // (B, T, C)
   return h + mlp->forward(ln2->forward(h));                    // (B, T, C)
 }

@@ -73,7 +73,8 @@ TORCH_MODULE(FeedForward);
 
 /// One pre-LN transformer block: x = x + attn(ln1(x), blocked); x = x + mlp(ln2(x)). The GPT's
 /// (a causal mask) and the BERT's (a padding mask). A module of its own so that activation
-/// checkpointing can wrap a single block.
+/// checkpointing can wrap a single block. Where nn::use_fused_block() says so it runs as one
+/// autograd node (nn::fused_pre_ln_block), with the same parameters and math.
 /// Submodules: `ln1`, `attn` (`qkv`, `proj`), `ln2`, `mlp` (`fc`, `proj`).
 class PreLnBlockImpl : public torch::nn::Module {
  public:
@@ -89,6 +90,10 @@ class PreLnBlockImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln2{nullptr};
   /// Feed-forward network.
   FeedForward mlp{nullptr};
+
+ private:
+  int64_t heads_;
+  double dropout_;
 };
 /// Module holder for PreLnBlockImpl.
 TORCH_MODULE(PreLnBlock);

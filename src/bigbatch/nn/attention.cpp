@@ -31,7 +31,7 @@ torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int6
 }
 
 torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                  const torch::Tensor& v, const torch::Tensor& blocked,
+                                  const torch::Tensor& v, const AttentionMask& attention_mask,
                                   double dropout, bool training) {
   const int64_t batch = q.size(0);
   const int64_t heads = q.size(1);
@@ -42,16 +42,8 @@ torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k
   const torch::Tensor q3 = q.reshape({batch * heads, queries, head_dim});  // (B*H, T, D)
   const torch::Tensor k3 = k.reshape({batch * heads, keys, head_dim});     // (B*H, S, D)
   const torch::Tensor v3 = v.reshape({batch * heads, keys, head_dim});     // (B*H, S, D)
-  // 0 where attending is allowed, -inf where blocked: added inside the product's kernel, with the
-  // 1/sqrt(D) scale, instead of a multiplication and a masked_fill over the scores (and their
-  // two passes in backward). Broadcasting a (T, S) mask stays a view.
   const torch::Tensor mask =
-      blocked.defined()
-          ? torch::zeros(blocked.sizes(), q.options())
-                .masked_fill_(blocked, -std::numeric_limits<double>::infinity())
-                .expand({batch, heads, queries, keys})
-                .reshape({batch * heads, queries, keys})
-          : torch::zeros({1, 1, 1}, q.options()).expand({batch * heads, queries, keys});
+      additive_attention_mask(attention_mask, batch, heads, queries, keys, q.options());
   const torch::Tensor scores = nn::baddbmm(mask, q3, k3.transpose(1, 2),
                                            1.0 / std::sqrt(double(head_dim)));  // (B*H, T, S)
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);                     // (B*H, T, S)
@@ -72,6 +64,21 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
 }
 
 }  // namespace
+
+torch::Tensor additive_attention_mask(const AttentionMask& mask, int64_t batch, int64_t heads,
+                                      int64_t queries, int64_t keys,
+                                      const torch::TensorOptions& options) {
+  // Added inside the scores' product kernel, with the 1/sqrt(D) scale, instead of a
+  // multiplication and a masked_fill over the scores (and their two passes in backward).
+  // Broadcasting a (T, S) mask stays a view.
+  const torch::Tensor blocked = blocked_positions(mask, queries, keys, options.device());
+  if (!blocked.defined())
+    return torch::zeros({1, 1, 1}, options).expand({batch * heads, queries, keys});
+  return torch::zeros(blocked.sizes(), options)
+      .masked_fill_(blocked, -std::numeric_limits<double>::infinity())
+      .expand({batch, heads, queries, keys})
+      .reshape({batch * heads, queries, keys});
+}
 
 AttentionKernel parse_attention_kernel(const std::string& text, const std::string& field) {
   if (text == "auto")
@@ -133,8 +140,7 @@ torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::
                            k.size(2)};
   if (resolve_attention_kernel(attention_kernel(), site) == AttentionKernel::kFused)
     return fused_attention(q, k, v, mask, dropout, training);
-  return composite_attention(q, k, v, blocked_positions(mask, q.size(2), k.size(2), q.device()),
-                             dropout, training);
+  return composite_attention(q, k, v, mask, dropout, training);
 }
 
 }  // namespace bigbatch::nn

@@ -54,6 +54,13 @@ constexpr int64_t kFusedCpuBf16MinKeys = 1024;
 /// kComposite otherwise. kFused and kComposite are returned as they are.
 AttentionKernel resolve_attention_kernel(AttentionKernel kernel, const AttentionSite& site);
 
+/// The mask as scores to add: 0 where a query may attend to a key, -inf where `mask` blocks it,
+/// in `options`' dtype and device; a view where it can be (a causal mask alone, no mask).
+/// -> (B*H, T, S)
+torch::Tensor additive_attention_mask(const AttentionMask& mask, int64_t batch, int64_t heads,
+                                      int64_t queries, int64_t keys,
+                                      const torch::TensorOptions& options);
+
 /// softmax(q k^T / sqrt(D) + mask) v, with dropout `dropout` on the probabilities when
 /// `training`, by attention_kernel(). Every query must be left at least one key by `mask`, or
 /// its output is NaN (composite) or undefined (fused).

@@ -1,0 +1,335 @@
+#include "bigbatch/nn/fused_block.h"
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <tuple>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/bf16_matmul.h"
+
+namespace bigbatch::nn {
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+std::atomic<BlockKernel> process_choice{BlockKernel::kAuto};
+
+/// The forward's tensor inputs in the order FusedPreLnBlock::apply takes them.
+enum Input : int64_t {
+  kX,
+  kLn1Weight,
+  kLn1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kProjWeight,
+  kProjBias,
+  kLn2Weight,
+  kLn2Bias,
+  kFcWeight,
+  kFcBias,
+  kOutWeight,
+  kOutBias,
+  kMask,
+  kInputs  // then heads and eps, which are not tensors
+};
+
+/// The scope of the block's own kernels: autocast's casts are made explicitly (so CPU autocast
+/// must not cast again), and no autograd graph is recorded (the block is one node).
+struct BlockKernelScope {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+};
+
+/// `t` in `dtype` (itself when it already is).
+Tensor in_dtype(const Tensor& t, torch::ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+/// A product's gradient for a parameter: the sum of `rows` (bias) or `grad^T input` (weight), in
+/// the parameter's dtype, or undefined when the parameter takes no gradient.
+Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype) {
+  return wanted ? in_dtype(at::mm(grad.t(), input), dtype) : Tensor();
+}
+Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {
+  return wanted ? in_dtype(grad.sum(0), dtype) : Tensor();
+}
+
+struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
+  // x (B, T, C), mask broadcastable to (B*H, T, T) in the compute dtype -> (B, T, C)
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& ln1_weight,
+                        const Tensor& ln1_bias, const Tensor& qkv_weight, const Tensor& qkv_bias,
+                        const Tensor& proj_weight, const Tensor& proj_bias,
+                        const Tensor& ln2_weight, const Tensor& ln2_bias, const Tensor& fc_weight,
+                        const Tensor& fc_bias, const Tensor& out_weight, const Tensor& out_bias,
+                        const Tensor& mask, int64_t heads, double eps) {
+    const torch::ScalarType compute = mask.scalar_type();  // bf16 under CPU bf16 autocast
+    const BlockKernelScope scope;
+    const int64_t batch = x.size(0), time = x.size(1), embed = x.size(2);
+    const int64_t rows = batch * time, head_dim = embed / heads;
+    const double scale = 1.0 / std::sqrt(double(head_dim));
+    const auto cast = [compute](const Tensor& t) { return in_dtype(t, compute); };
+
+    const Tensor x2 = x.reshape({rows, embed});  // (N, C), N = B*T
+    Tensor normed1, mean1, rstd1;                // (N, C), (N, 1), (N, 1)
+    std::tie(normed1, mean1, rstd1) = at::native_layer_norm(x2, {embed}, ln1_weight, ln1_bias, eps);
+    const Tensor a = cast(normed1);  // (N, C)
+    const Tensor qkv_w = cast(qkv_weight), proj_w = cast(proj_weight);
+    const Tensor fc_w = cast(fc_weight), out_w = cast(out_weight);
+    const Tensor qkv = at::addmm(cast(qkv_bias), a, qkv_w.t());  // (N, 3C)
+    // One copy into head-major order; q, k and v are then contiguous views.
+    const Tensor split = qkv.view({batch, time, 3, heads, head_dim})
+                             .permute({2, 0, 3, 1, 4})
+                             .contiguous()
+                             .view({3, batch * heads, time, head_dim});  // (3, B*H, T, D)
+    const Tensor q = split[0], k = split[1], v = split[2];               // (B*H, T, D) each
+    const Tensor scores =
+        at::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1, /*alpha=*/scale);  // (B*H, T, T)
+    const Tensor probs = at::_softmax(scores, -1, /*half_to_float=*/false);    // (B*H, T, T)
+    const Tensor y = at::bmm(probs, v)
+                         .view({batch, heads, time, head_dim})
+                         .permute({0, 2, 1, 3})
+                         .reshape({rows, embed});                             // (N, C)
+    const Tensor h = at::add(x2, at::addmm(cast(proj_bias), y, proj_w.t()));  // (N, C), float32
+    Tensor normed2, mean2, rstd2;
+    std::tie(normed2, mean2, rstd2) = at::native_layer_norm(h, {embed}, ln2_weight, ln2_bias, eps);
+    const Tensor b = cast(normed2);                                          // (N, C)
+    const Tensor pre = at::addmm(cast(fc_bias), b, fc_w.t());                // (N, 4C)
+    const Tensor f = at::gelu(pre);                                          // (N, 4C)
+    const Tensor out = at::add(h, at::addmm(cast(out_bias), f, out_w.t()));  // (N, C), float32
+
+    // Kept in saved_data rather than save_for_backward, so that backward lets go of each
+    // activation once it is used, as autograd does between the composite block's nodes (saved
+    // variables live until the whole node has run: one block's activations more at the peak).
+    // SavedVariable's check against in-place changes is made on the inputs' versions instead.
+    const std::pair<const char*, Tensor> saved[] = {{"x", x2},
+                                                    {"mean1", mean1},
+                                                    {"rstd1", rstd1},
+                                                    {"a", a},
+                                                    {"split", split},
+                                                    {"probs", probs},
+                                                    {"y", y},
+                                                    {"h", h},
+                                                    {"mean2", mean2},
+                                                    {"rstd2", rstd2},
+                                                    {"b", b},
+                                                    {"pre", pre},
+                                                    {"f", f},
+                                                    {"qkv_w", qkv_w},
+                                                    {"proj_w", proj_w},
+                                                    {"fc_w", fc_w},
+                                                    {"out_w", out_w},
+                                                    {"ln1_weight", ln1_weight},
+                                                    {"ln1_bias", ln1_bias},
+                                                    {"ln2_weight", ln2_weight},
+                                                    {"ln2_bias", ln2_bias}};
+    for (const auto& [name, tensor] : saved)
+      ctx->saved_data[name] = tensor;
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["compute"] = int64_t(compute);
+    const std::array<const Tensor*, kMask> inputs{
+        &x,          &ln1_weight, &ln1_bias,  &qkv_weight, &qkv_bias,   &proj_weight, &proj_bias,
+        &ln2_weight, &ln2_bias,   &fc_weight, &fc_bias,    &out_weight, &out_bias};
+    int64_t wanted = 0;  // bit i: input i takes a gradient (none is computed for a frozen one)
+    c10::List<Tensor> kept;
+    c10::List<int64_t> versions;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i]->requires_grad())
+        wanted |= int64_t(1) << i;
+      kept.push_back(*inputs[i]);
+      versions.push_back(int64_t(inputs[i]->_version()));
+    }
+    ctx->saved_data["wanted"] = wanted;
+    ctx->saved_data["inputs"] = kept;
+    ctx->saved_data["versions"] = versions;
+    return out.view({batch, time, embed});
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const BlockKernelScope scope;
+    check_unchanged(ctx);
+    const auto take = [ctx](const char* name) {  // a saved tensor, no longer held by ctx
+      Tensor tensor = ctx->saved_data.at(name).toTensor();
+      ctx->saved_data.erase(name);
+      return tensor;
+    };
+    const int64_t heads = ctx->saved_data.at("heads").toInt();
+    const auto compute = static_cast<torch::ScalarType>(ctx->saved_data.at("compute").toInt());
+    const int64_t wanted_bits = ctx->saved_data.at("wanted").toInt();
+    const auto wanted = [wanted_bits](Input input) { return bool((wanted_bits >> input) & 1); };
+    const auto cast = [compute](const Tensor& t) { return in_dtype(t, compute); };
+    const Tensor ln1_weight = take("ln1_weight"), ln1_bias = take("ln1_bias");
+    const Tensor ln2_weight = take("ln2_weight"), ln2_bias = take("ln2_bias");
+    const torch::ScalarType param = ln1_weight.scalar_type();
+    variable_list result(kInputs + 2);
+
+    const Tensor g = grads[0].reshape({-1, grads[0].size(-1)});  // (N, C), float32
+    const int64_t rows = g.size(0), embed = g.size(1);
+    // Feed-forward network: out = h + gelu(b W_fc^T + b_fc) W_out^T + b_out.
+    Tensor d_normed2;  // (N, C), float32
+    {
+      const Tensor g_c = cast(g);
+      result[kOutWeight] = weight_grad(wanted(kOutWeight), g_c, take("f"), param);
+      result[kOutBias] = bias_grad(wanted(kOutBias), g_c, param);
+      const Tensor d_pre = at::gelu_backward(at::mm(g_c, take("out_w")), take("pre"));  // (N, 4C)
+      result[kFcWeight] = weight_grad(wanted(kFcWeight), d_pre, take("b"), param);
+      result[kFcBias] = bias_grad(wanted(kFcBias), d_pre, param);
+      d_normed2 = in_dtype(at::mm(d_pre, take("fc_w")), g.scalar_type());
+    }
+    Tensor dh, d_ln2_weight, d_ln2_bias;  // (N, C): through ln2, then the residual added
+    std::tie(dh, d_ln2_weight, d_ln2_bias) = at::native_layer_norm_backward(
+        d_normed2, take("h"), {embed}, take("mean2"), take("rstd2"), ln2_weight, ln2_bias,
+        {true, wanted(kLn2Weight), wanted(kLn2Bias)});
+    d_normed2.reset();
+    dh.add_(g);
+    result[kLn2Weight] = d_ln2_weight;
+    result[kLn2Bias] = d_ln2_bias;
+
+    // Attention: h = x + softmax(q k^T / sqrt(D) + mask) v W_proj^T + b_proj.
+    Tensor d_normed1;  // (N, C), float32
+    {
+      const Tensor dh_c = cast(dh);
+      result[kProjWeight] = weight_grad(wanted(kProjWeight), dh_c, take("y"), param);
+      result[kProjBias] = bias_grad(wanted(kProjBias), dh_c, param);
+      const Tensor split = take("split");  // (3, B*H, T, D)
+      const int64_t batch_heads = split.size(1), time = split.size(2), head_dim = split.size(3);
+      const Tensor d_attended = at::mm(dh_c, take("proj_w"))
+                                    .view({batch_heads / heads, time, heads, head_dim})
+                                    .permute({0, 2, 1, 3})
+                                    .reshape({batch_heads, time, head_dim});  // (B*H, T, D)
+      const Tensor q = split[0], k = split[1], v = split[2];
+      const Tensor d_split = at::empty_like(split);              // (3, B*H, T, D)
+      Tensor dq = d_split[0], dk = d_split[1], dv = d_split[2];  // views, written in place
+      Tensor d_scores;                                           // (B*H, T, T)
+      {
+        const Tensor probs = take("probs");
+        at::bmm_out(dv, probs.transpose(1, 2), d_attended);
+        d_scores =
+            at::_softmax_backward_data(at::bmm(d_attended, v.transpose(1, 2)), probs, -1, compute);
+      }
+      d_scores.mul_(1.0 / std::sqrt(double(head_dim)));
+      at::bmm_out(dq, d_scores, k);
+      at::bmm_out(dk, d_scores.transpose(1, 2), q);
+      const Tensor d_qkv = d_split.view({3, batch_heads / heads, heads, time, head_dim})
+                               .permute({1, 3, 0, 2, 4})
+                               .reshape({rows, 3 * embed});  // (N, 3C)
+      result[kQkvWeight] = weight_grad(wanted(kQkvWeight), d_qkv, take("a"), param);
+      result[kQkvBias] = bias_grad(wanted(kQkvBias), d_qkv, param);
+      d_normed1 = in_dtype(at::mm(d_qkv, take("qkv_w")), g.scalar_type());
+    }
+    Tensor dx, d_ln1_weight, d_ln1_bias;
+    std::tie(dx, d_ln1_weight, d_ln1_bias) = at::native_layer_norm_backward(
+        d_normed1, take("x"), {embed}, take("mean1"), take("rstd1"), ln1_weight, ln1_bias,
+        {wanted(kX), wanted(kLn1Weight), wanted(kLn1Bias)});
+    if (dx.defined())
+      result[kX] = dx.add_(dh).view(grads[0].sizes());
+    result[kLn1Weight] = d_ln1_weight;
+    result[kLn1Bias] = d_ln1_bias;
+    return result;
+  }
+
+  /// Throws, as autograd does for a saved variable, when an input was changed in place between
+  /// forward and backward (an optimizer step inside the window, say).
+  static void check_unchanged(AutogradContext* ctx) {
+    const c10::List<Tensor> inputs = ctx->saved_data.at("inputs").toTensorList();
+    const c10::List<int64_t> versions = ctx->saved_data.at("versions").toIntList();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor input = inputs.get(i);
+      BB_CHECK(int64_t(input._version()) == versions.get(i), "fused_pre_ln_block: input ", i,
+               " of the block (0 = x, then the parameters in PreLnBlockParameters' order) was "
+               "changed in place between forward (version ",
+               versions.get(i), ") and backward (version ", input._version(), ")");
+    }
+  }
+};
+
+}  // namespace
+
+BlockKernel parse_block_kernel(const std::string& text, const std::string& field) {
+  if (text == "auto")
+    return BlockKernel::kAuto;
+  if (text == "fused")
+    return BlockKernel::kFused;
+  if (text == "composite")
+    return BlockKernel::kComposite;
+  throw InputError(cat(field, " must be \"auto\", \"fused\" or \"composite\", got \"", text, "\""));
+}
+
+std::string to_string(BlockKernel kernel) {
+  switch (kernel) {
+    case BlockKernel::kAuto:
+      return "auto";
+    case BlockKernel::kFused:
+      return "fused";
+    case BlockKernel::kComposite:
+      return "composite";
+  }
+  return "?";
+}
+
+void set_block_kernel(BlockKernel kernel) {
+  process_choice.store(kernel);
+}
+
+BlockKernel block_kernel() {
+  return process_choice.load();
+}
+
+bool fused_block_supported(const torch::Tensor& x, double dropout, bool training) {
+  if ((training && dropout > 0.0) || x.dim() != 3)
+    return false;
+  const c10::DeviceType device = x.device().type();
+  if (device != torch::kCPU && device != torch::kCUDA)
+    return false;
+  if (!compat::autocast_enabled(device))
+    return x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble;
+  return device == torch::kCPU && x.scalar_type() == torch::kFloat &&
+         compat::autocast_dtype(torch::kCPU) == torch::kBFloat16 &&
+         bf16_matmul() == Bf16Matmul::kNative;
+}
+
+BlockKernel resolve_block_kernel(BlockKernel kernel, const BlockSite& site) {
+  if (kernel == BlockKernel::kComposite || !site.supported)
+    return BlockKernel::kComposite;
+  if (kernel == BlockKernel::kFused)
+    return BlockKernel::kFused;
+  return site.cpu && site.attention == AttentionKernel::kComposite ? BlockKernel::kFused
+                                                                   : BlockKernel::kComposite;
+}
+
+bool use_fused_block(const torch::Tensor& x, double dropout, bool training, int64_t keys) {
+  const bool cpu = x.device().is_cpu();
+  const AttentionSite attention{cpu,
+                                compat::autocast_enabled(torch::kCPU) &&
+                                    compat::autocast_dtype(torch::kCPU) == torch::kBFloat16,
+                                keys};
+  const BlockSite site{fused_block_supported(x, dropout, training), cpu,
+                       resolve_attention_kernel(attention_kernel(), attention)};
+  return resolve_block_kernel(block_kernel(), site) == BlockKernel::kFused;
+}
+
+torch::Tensor fused_pre_ln_block(const torch::Tensor& x, const PreLnBlockParameters& parameters,
+                                 const PreLnBlockShape& shape, const AttentionMask& mask) {
+  BB_CHECK(x.dim() == 3, "fused_pre_ln_block expects x of shape (B, T, C), got ", x.sizes());
+  BB_CHECK(shape.heads > 0 && x.size(2) % shape.heads == 0, "fused_pre_ln_block: ", shape.heads,
+           " heads do not divide the width ", x.size(2));
+  BB_CHECK(fused_block_supported(x, /*dropout=*/0.0, /*training=*/false),
+           "fused_pre_ln_block needs float32 or float64 inputs without autocast, or float32 "
+           "under CPU bf16 autocast on native bf16 products, got ",
+           x.scalar_type(), " on ", x.device());
+  const torch::ScalarType compute =
+      compat::autocast_enabled(x.device().type()) ? torch::kBFloat16 : x.scalar_type();
+  const int64_t time = x.size(1);
+  const torch::Tensor additive =
+      additive_attention_mask(mask, x.size(0), shape.heads, time, time, x.options().dtype(compute));
+  const PreLnBlockParameters& p = parameters;
+  return FusedPreLnBlock::apply(x, p.ln1_weight, p.ln1_bias, p.qkv_weight, p.qkv_bias,
+                                p.proj_weight, p.proj_bias, p.ln2_weight, p.ln2_bias, p.fc_weight,
+                                p.fc_bias, p.out_weight, p.out_bias, additive, shape.heads,
+                                shape.eps);
+}
+
+}  // namespace bigbatch::nn

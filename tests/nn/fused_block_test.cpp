@@ -1,0 +1,259 @@
+// The fused pre-LN block: the composite block's outputs and gradients under causal and padding
+// masks, in float64, float32 and bf16 autocast; frozen parameters; one autograd node per block;
+// a GPT trained over several accumulation windows either way; the choice of kernel.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bigbatch/models/gpt.h"
+#include "bigbatch/models/transformer_parts.h"
+#include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/fused_block.h"
+#include "bigbatch/nn/precision.h"
+#include "nn/graph_size.h"
+#include "nn/scoped_setting.h"
+#include "support/test_support.h"
+
+namespace bigbatch::nn {
+namespace {
+
+using models::PreLnBlock;
+using testing::relative_difference;
+
+/// The block kernel for one test.
+struct ScopedBlockKernel : testing::ScopedSetting<BlockKernel> {
+  explicit ScopedBlockKernel(BlockKernel kernel)
+      : ScopedSetting(block_kernel, set_block_kernel, kernel) {}
+};
+
+/// The bf16 product kernels for one test.
+struct ScopedBf16Matmul : testing::ScopedSetting<Bf16Matmul> {
+  explicit ScopedBf16Matmul(Bf16Matmul mode) : ScopedSetting(bf16_matmul, set_bf16_matmul, mode) {}
+};
+
+constexpr int64_t kBatch = 3, kTime = 7, kEmbed = 16, kHeads = 4;
+
+/// A block whose parameters are all random (LayerNorm's ones and zeros would hide mistakes in
+/// their gradients), in `dtype`.
+PreLnBlock random_block(torch::ScalarType dtype) {
+  torch::manual_seed(5);
+  PreLnBlock block(models::BlockOptions().embed(kEmbed).heads(kHeads));
+  torch::NoGradGuard no_grad;
+  for (auto& parameter : block->parameters())
+    parameter.copy_(torch::randn(parameter.sizes()) * 0.3);
+  block->to(dtype);
+  return block;
+}
+
+/// (B, S) bool: the last three keys of the second sequence and the last one of the third are
+/// padding.
+torch::Tensor example_padding() {
+  torch::Tensor padding = torch::zeros({kBatch, kTime}, torch::kBool);
+  padding.index_put_({1, torch::indexing::Slice(kTime - 3)}, true);
+  padding.index_put_({2, kTime - 1}, true);
+  return padding;
+}
+
+/// The output of one block and the gradients of its input and of every parameter, after
+/// backward of a random projection of the output.
+struct BlockResult {
+  torch::Tensor output, dx;
+  std::vector<torch::Tensor> parameter_grads;
+  int64_t graph_nodes = 0;
+};
+
+BlockResult run_block(BlockKernel kernel, torch::ScalarType dtype, const AttentionMask& mask,
+                      bool bf16_autocast = false) {
+  const ScopedBlockKernel choice(kernel);
+  PreLnBlock block = random_block(dtype);
+  torch::manual_seed(6);
+  const torch::Tensor x =
+      torch::randn({kBatch, kTime, kEmbed}, torch::dtype(dtype)).requires_grad_();
+  const torch::Tensor weights = torch::randn({kBatch, kTime, kEmbed}, torch::dtype(dtype));
+  torch::Tensor output;
+  {
+    const AutocastGuard autocast(bf16_autocast ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
+    output = block->forward(x, mask);  // (B, T, C)
+  }
+  BlockResult result;
+  result.graph_nodes = testing::graph_size(output);
+  (output * weights).sum().backward();
+  result.output = output.detach();
+  result.dx = x.grad();
+  for (const auto& parameter : block->parameters())
+    result.parameter_grads.push_back(parameter.grad());
+  return result;
+}
+
+void expect_close(const BlockResult& fused, const BlockResult& composite, double tolerance) {
+  EXPECT_LT(relative_difference(fused.output, composite.output), tolerance);
+  EXPECT_LT(relative_difference(fused.dx, composite.dx), tolerance);
+  ASSERT_EQ(fused.parameter_grads.size(), composite.parameter_grads.size());
+  for (size_t i = 0; i < fused.parameter_grads.size(); ++i) {
+    ASSERT_TRUE(fused.parameter_grads[i].defined()) << "parameter " << i;
+    EXPECT_EQ(fused.parameter_grads[i].scalar_type(), composite.parameter_grads[i].scalar_type());
+    EXPECT_LT(relative_difference(fused.parameter_grads[i], composite.parameter_grads[i]),
+              tolerance)
+        << "parameter " << i;
+  }
+}
+
+TEST(FusedBlock, EqualsCompositeUnderACausalMaskInFloat64) {
+  const AttentionMask causal{/*causal=*/true, {}};
+  const BlockResult fused = run_block(BlockKernel::kFused, torch::kFloat64, causal);
+  const BlockResult composite = run_block(BlockKernel::kComposite, torch::kFloat64, causal);
+  expect_close(fused, composite, 1e-12);
+}
+
+TEST(FusedBlock, EqualsCompositeUnderPaddingAndBothMasks) {
+  for (const bool causal : {false, true}) {
+    const AttentionMask mask{causal, example_padding()};
+    const BlockResult fused = run_block(BlockKernel::kFused, torch::kFloat64, mask);
+    const BlockResult composite = run_block(BlockKernel::kComposite, torch::kFloat64, mask);
+    SCOPED_TRACE(causal ? "causal and padding" : "padding");
+    expect_close(fused, composite, 1e-12);
+  }
+}
+
+TEST(FusedBlock, EqualsCompositeWithoutMaskInFloat32) {
+  const AttentionMask none{};
+  const BlockResult fused = run_block(BlockKernel::kFused, torch::kFloat32, none);
+  const BlockResult composite = run_block(BlockKernel::kComposite, torch::kFloat32, none);
+  expect_close(fused, composite, 1e-5);
+}
+
+TEST(FusedBlock, IsOneAutogradNodePerBlock) {
+  const AttentionMask causal{/*causal=*/true, {}};
+  const BlockResult fused = run_block(BlockKernel::kFused, torch::kFloat32, causal);
+  const BlockResult composite = run_block(BlockKernel::kComposite, torch::kFloat32, causal);
+  // The block's node and the 13 leaves' AccumulateGrad nodes (x and 12 parameters).
+  EXPECT_EQ(fused.graph_nodes, 1 + 13);
+  EXPECT_GT(composite.graph_nodes, 2 * fused.graph_nodes);
+}
+
+TEST(FusedBlock, RoundsLikeAutocastUnderBf16) {
+  const ScopedBf16Matmul native(Bf16Matmul::kNative);
+  const AttentionMask causal{/*causal=*/true, {}};
+  const BlockResult fused = run_block(BlockKernel::kFused, torch::kFloat32, causal, true);
+  const BlockResult composite = run_block(BlockKernel::kComposite, torch::kFloat32, causal, true);
+  ASSERT_EQ(fused.graph_nodes, 1 + 13);                    // the fused block did run under autocast
+  EXPECT_EQ(fused.output.scalar_type(), torch::kFloat32);  // the residual stream stays fp32
+  // bf16 keeps 8 bits: both sides round the same values, in orders that differ only inside the
+  // products' sums. Against float32 arithmetic the difference is many times larger.
+  expect_close(fused, composite, 1e-2);
+  const BlockResult fp32 = run_block(BlockKernel::kComposite, torch::kFloat32, causal);
+  EXPECT_GT(relative_difference(fp32.dx, composite.dx),
+            4 * relative_difference(fused.dx, composite.dx));
+}
+
+TEST(FusedBlock, FrozenParametersGetNoGradient) {
+  const ScopedBlockKernel choice(BlockKernel::kFused);
+  PreLnBlock block = random_block(torch::kFloat64);
+  PreLnBlock reference = random_block(torch::kFloat64);
+  for (auto* model : {&block, &reference}) {
+    (*model)->attn->qkv->weight.requires_grad_(false);
+    (*model)->ln2->bias.requires_grad_(false);
+  }
+  torch::manual_seed(6);
+  const torch::Tensor x = torch::randn({kBatch, kTime, kEmbed}, torch::kFloat64);
+  const AttentionMask causal{/*causal=*/true, {}};
+  block->forward(x, causal).pow(2).sum().backward();
+  {
+    const ScopedBlockKernel composite(BlockKernel::kComposite);
+    reference->forward(x, causal).pow(2).sum().backward();
+  }
+  EXPECT_FALSE(block->attn->qkv->weight.grad().defined());
+  EXPECT_FALSE(block->ln2->bias.grad().defined());
+  const auto parameters = block->parameters(), expected = reference->parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (parameters[i].requires_grad()) {
+      EXPECT_LT(relative_difference(parameters[i].grad(), expected[i].grad()), 1e-12) << i;
+    }
+  }
+}
+
+/// Next-token loss of a GPT summed over a micro-batch (B, T), as the trainer's objective sums.
+torch::Tensor summed_loss(models::Gpt& model, const torch::Tensor& tokens) {
+  const int64_t time = tokens.size(1);
+  const torch::Tensor logits = model->forward(tokens.narrow(1, 0, time - 1));  // (B, T-1, V)
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), tokens.narrow(1, 1, time - 1).reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+/// The weights of a GPT after `steps` AdamW steps, each a window of 8 sequences run as micro-
+/// batches of 3, 3 and 2 with the loss divided by the window's tokens, clipped at norm 1. In
+/// float64, where AdamW's normalised steps do not blow the last bits of float32 up.
+std::vector<torch::Tensor> train_gpt(BlockKernel kernel, int64_t steps) {
+  const ScopedBlockKernel choice(kernel);
+  torch::manual_seed(3);
+  models::Gpt model(models::GptOptions().vocab(32).context(12).layers(2).heads(2).embed(16));
+  model->to(torch::kFloat64);
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  for (int64_t step = 0; step < steps; ++step) {
+    const torch::Tensor window = torch::randint(32, {8, 12}, torch::kLong);
+    const double tokens = 8.0 * 11.0;
+    optimizer.zero_grad();
+    for (const auto& micro_batch : window.split_with_sizes({3, 3, 2}))
+      (summed_loss(model, micro_batch) / tokens).backward();
+    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    optimizer.step();
+  }
+  std::vector<torch::Tensor> weights;
+  for (const auto& parameter : model->parameters())
+    weights.push_back(parameter.detach().clone());
+  return weights;
+}
+
+TEST(FusedBlock, TrainsAGptAsTheCompositeBlockDoesOverManyWindows) {
+  const std::vector<torch::Tensor> fused = train_gpt(BlockKernel::kFused, 12);
+  const std::vector<torch::Tensor> composite = train_gpt(BlockKernel::kComposite, 12);
+  ASSERT_EQ(fused.size(), composite.size());
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_LT(relative_difference(fused[i], composite[i]), 1e-10) << "parameter " << i;
+}
+
+TEST(FusedBlock, AutoRunsWhereItApplies) {
+  const torch::Tensor x = torch::zeros({2, 64, 16});
+  {
+    const ScopedBlockKernel choice(BlockKernel::kAuto);
+    EXPECT_TRUE(use_fused_block(x, /*dropout=*/0.0, /*training=*/true, /*keys=*/64));
+    EXPECT_TRUE(use_fused_block(x, /*dropout=*/0.1, /*training=*/false, /*keys=*/64));
+    EXPECT_FALSE(use_fused_block(x, /*dropout=*/0.1, /*training=*/true, /*keys=*/64));
+    EXPECT_FALSE(use_fused_block(x.to(torch::kFloat16), 0.0, true, 64));
+    if (fused_attention_available()) {  // LibTorch's attention is the faster at many keys
+      EXPECT_FALSE(use_fused_block(x, 0.0, true, kFusedCpuMinKeys));
+    }
+    {
+      const ScopedBf16Matmul fp32_kernels(Bf16Matmul::kFp32);
+      const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
+      EXPECT_FALSE(use_fused_block(x, 0.0, true, 64));
+    }
+    {
+      const ScopedBf16Matmul native(Bf16Matmul::kNative);
+      const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
+      EXPECT_TRUE(use_fused_block(x, 0.0, true, 64));
+    }
+  }
+  const ScopedBlockKernel composite(BlockKernel::kComposite);
+  EXPECT_FALSE(use_fused_block(x, 0.0, true, 64));
+  const ScopedBlockKernel fused(BlockKernel::kFused);
+  EXPECT_TRUE(use_fused_block(x, 0.0, true, kFusedCpuMinKeys));
+}
+
+TEST(FusedBlock, ParsesItsSettingAndNamesTheFieldOfABadOne) {
+  EXPECT_EQ(parse_block_kernel("auto", "f"), BlockKernel::kAuto);
+  EXPECT_EQ(parse_block_kernel("fused", "f"), BlockKernel::kFused);
+  EXPECT_EQ(parse_block_kernel("composite", "f"), BlockKernel::kComposite);
+  for (const BlockKernel kernel :
+       {BlockKernel::kAuto, BlockKernel::kFused, BlockKernel::kComposite})
+    EXPECT_EQ(parse_block_kernel(to_string(kernel), "f"), kernel);
+  const std::string message =
+      testing::input_error_of([] { parse_block_kernel("fast", "model.block_kernel"); });
+  EXPECT_NE(message.find("model.block_kernel"), std::string::npos) << message;
+  EXPECT_NE(message.find("\"fast\""), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace bigbatch::nn

@@ -2,8 +2,10 @@
 """The Python PyTorch peer of `bigbatch train`: the standard gradient-accumulation loop.
 
 Same models (python/bigbatch_torch.py: the C++ models' names and forward math), sizes, data,
-optimizer, clipping, schedule and precision as bigbatch's built-in jobs; the loop is the one the
-PyTorch documentation and most training scripts use:
+optimizer, clipping, schedule and precision as bigbatch's built-in jobs, or (`--model hf
+--hf-model DIR`) transformers' model of a Hugging Face directory on the data bigbatch's
+model.kind = "hf" gives it (bench/peers/hf_models.py); the loop is the one the PyTorch
+documentation and most training scripts use:
 
     for each window:  for each micro-batch:  loss = sum-loss / window count;  loss.backward()
                       clip_grad_norm_;  optimizer.step();  scheduler.step();  zero_grad(None)
@@ -142,7 +144,14 @@ def build_job(kind, args):
     if kind == "resnet":  # configs/resnet-fashion-mnist.toml: ResNet-8, width 16, BatchNorm; SGD
         model = bigbatch_torch.ResNet(depth=8, width=16, in_channels=1, classes=10, norm="batch")
         return model, Images(), sgd, 0.0, False
-    raise SystemExit(f"unknown model {kind!r}: gpt, mlp or resnet")
+    if kind == "hf":  # model.kind = "hf" (bench/peers/hf_models.py); AdamW at --lr
+        if not args.hf_model or args.hf_context < 1:
+            sys.exit("peer.py: --model hf needs --hf-model DIR and --hf-context (hf.context)")
+        from peers import hf_models
+        model, data, token_loss = hf_models.load(args.hf_model, args.data, args.hf_context,
+                                                 args.seed)
+        return model, data, lambda m: adamw(m, lr=args.lr), 1.0, token_loss
+    raise SystemExit(f"unknown model {kind!r}: gpt, mlp, resnet or hf")
 
 
 def decay_groups(model, weight_decay):
@@ -152,8 +161,8 @@ def decay_groups(model, weight_decay):
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
-def adamw(model):
-    return torch.optim.AdamW(decay_groups(model, 0.1), lr=4e-3, betas=(0.9, 0.99), eps=1e-8)
+def adamw(model, lr=4e-3):
+    return torch.optim.AdamW(decay_groups(model, 0.1), lr=lr, betas=(0.9, 0.99), eps=1e-8)
 
 
 def sgd(model):
@@ -173,10 +182,11 @@ def warmup_cosine(steps, warmup=20, min_ratio=0.1):
 
 def train_flops_per_sample(model, inputs):
     """Model FLOPs of one sample's forward and backward: 3 x the forward's multiply-adds x 2, over
-    Linear and Conv2d layers (hooks on a one-sample forward) and, for the GPT, attention's two
-    batched products (scores q k^T and probs v: 2 x T^2 x C multiply-adds per layer; the causal
-    mask is applied after the full products, so the full T x T is counted). Norms, activations,
-    softmax, embeddings and the optimizer are not counted."""
+    Linear and Conv2d layers (hooks on a one-sample forward) and, for the GPT and the hf models,
+    attention's two batched products (scores q k^T and probs v: 2 x T^2 x C multiply-adds per
+    layer, C = heads x head_dim; the causal mask is applied after the full products, so the full
+    T x T is counted). Norms, activations, softmax, rotary embeddings, embeddings and the
+    optimizer are not counted."""
     macs = []
 
     def hook(module, args, output):
@@ -196,6 +206,8 @@ def train_flops_per_sample(model, inputs):
     if isinstance(model, bigbatch_torch.Gpt):
         time_steps, width = inputs.shape[1], model.tok_embed.embedding_dim
         total += len(model.blocks) * 2 * time_steps * time_steps * width
+    elif hasattr(model, "attention_macs"):  # hf_models.HfLogits
+        total += model.attention_macs(inputs.shape[1])
     return 3 * 2 * total
 
 
@@ -394,7 +406,14 @@ def make_parser():
                         help="eager: this loop; compile: the same with the model and its loss "
                              "under torch.compile; hf-trainer, accelerate, lightning: those "
                              "libraries' accumulation (bench/peers/, CPU only)")
-    parser.add_argument("--model", default="gpt", choices=["gpt", "mlp", "resnet"])
+    parser.add_argument("--model", default="gpt", choices=["gpt", "mlp", "resnet", "hf"],
+                        help="hf: the Hugging Face model directory --hf-model, as bigbatch's "
+                             "model.kind = \"hf\" trains it (bench/peers/hf_models.py)")
+    parser.add_argument("--hf-model", help="--model hf: the model directory (model.path)")
+    parser.add_argument("--hf-context", type=int, default=0,
+                        help="--model hf: tokens per sample (hf.context)")
+    parser.add_argument("--lr", type=float, default=4e-3,
+                        help="--model hf: AdamW's learning rate (optim.lr at the global batch)")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
                         help="autocast dtype; fp16 (with a GradScaler) on CUDA only")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
@@ -463,7 +482,7 @@ def setup(args):
         out.flush()
 
     flops = train_flops_per_sample(model, data.get(windows.order[:1].to(device))[0])
-    per_sample = data.context if isinstance(data, Sequences) else 1  # what data.get counts
+    per_sample = data.context if token_loss else 1  # what data.get counts
     return argparse.Namespace(
         args=args, cuda=cuda, device=device, attention=attention, model=model, data=data,
         optimizer=optimizer, scheduler=scheduler, params=params, max_grad_norm=max_grad_norm,
@@ -484,11 +503,13 @@ class MemoryProfile:
     plus the highest running sum of the profiler's allocation events until stop()."""
 
     def __init__(self, job, not_counted=()):
-        # bigbatch holds the text corpus (data::TextCorpus) and the sample order (its window
-        # sampler) in std::vectors, outside its tensor count: so they are left out here too. The
-        # images are tensors on both sides and count on both.
+        # bigbatch holds the text corpus (data::TextCorpus), the token ids of the hf models' data
+        # (host_tensors) and the sample order (its window sampler) in std::vectors, outside its
+        # tensor count: so they are left out here too. The images are tensors on both sides and
+        # count on both.
         data = job.data
-        text = [data.data, data.val] if isinstance(data, (Sequences, Contexts)) else []
+        text = ([data.data, data.val] if isinstance(data, (Sequences, Contexts))
+                else list(getattr(data, "host_tensors", ())))
         self.not_counted = text + [job.windows.order, *not_counted]
 
     def start(self):

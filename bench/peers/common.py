@@ -28,20 +28,26 @@ def pass_through(batch):
     return batch
 
 
+def inputs_and_labels(inputs, labels):
+    """A micro-batch as the trainers' loops below read it."""
+    return {"inputs": inputs, "labels": labels}
+
+
 class StreamDataset(torch.utils.data.Dataset):
     """Position i is the i-th sample of `stream` (peer.py's order); a DataLoader with a sequential
     sampler and batch_size micro_batch reads a micro-batch per __getitems__ call (torch's
-    DataLoader fetches a batch with it where a data set has it), as {"inputs", "labels"}."""
+    DataLoader fetches a batch with it where a data set has it), as batch_of(inputs, labels)
+    makes it: {"inputs", "labels"} by default."""
 
-    def __init__(self, data, stream):
-        self.data, self.stream = data, stream
+    def __init__(self, data, stream, batch_of=inputs_and_labels):
+        self.data, self.stream, self.batch_of = data, stream, batch_of
 
     def __len__(self):
         return self.stream.numel()
 
     def __getitems__(self, positions):
         inputs, labels, _ = self.data.get(self.stream[torch.as_tensor(positions)])
-        return {"inputs": inputs, "labels": labels}
+        return self.batch_of(inputs, labels)
 
     def __getitem__(self, position):
         return self.__getitems__([position])

@@ -49,8 +49,8 @@ Tensor in_dtype(const Tensor& t, torch::ScalarType dtype) {
   return t.scalar_type() == dtype ? t : t.to(dtype);
 }
 
-/// A product's gradient for a parameter: the sum of `rows` (bias) or `grad^T input` (weight), in
-/// the parameter's dtype, or undefined when the parameter takes no gradient.
+/// A product's gradients for its parameters, in the parameters' dtype, or undefined for a
+/// parameter that takes none: grad^T input for the weight, the column sums of grad for the bias.
 Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype) {
   return wanted ? in_dtype(at::mm(grad.t(), input), dtype) : Tensor();
 }
@@ -149,6 +149,13 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BB_CHECK(!torch::GradMode::is_enabled(),
+             "fused_pre_ln_block has no second derivative (backward with create_graph); run the "
+             "block with model.block_kernel = \"composite\" (nn::BlockKernel::kComposite)");
+    BB_CHECK(ctx->saved_data.count("f") == 1,
+             "fused_pre_ln_block: backward ran twice through the same block (retain_graph); the "
+             "block lets go of its activations in its first backward. Run it with "
+             "model.block_kernel = \"composite\" (nn::BlockKernel::kComposite) to do that");
     const BlockKernelScope scope;
     check_unchanged(ctx);
     const auto take = [ctx](const char* name) {  // a saved tensor, no longer held by ctx

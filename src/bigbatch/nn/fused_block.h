@@ -83,7 +83,9 @@ bool use_fused_block(const torch::Tensor& x, double dropout, bool training, int6
 /// with the mask blocked by `mask` (every query must keep a key). Under CPU bf16 autocast it
 /// rounds exactly where autocast does (products and everything after them in bf16, LayerNorms
 /// and the residual stream in float32), so it matches the composite block within rounding.
-/// Gradients flow to `x` and to every parameter that requires one.
+/// Gradients flow to `x` and to every parameter that requires one; there is no second
+/// derivative (a backward with create_graph throws), and a second backward through the same
+/// graph (retain_graph) throws: backward lets go of the activations as it uses them.
 /// x (B, T, C) -> (B, T, C)
 torch::Tensor fused_pre_ln_block(const torch::Tensor& x, const PreLnBlockParameters& parameters,
                                  const PreLnBlockShape& shape, const AttentionMask& mask);

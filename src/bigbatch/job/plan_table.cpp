@@ -7,8 +7,8 @@
 #include "bigbatch/core/device.h"
 #include "bigbatch/memory/device_memory.h"
 #include "bigbatch/models/model_info.h"
-#include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/fused_block.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::job {
 namespace {
@@ -17,9 +17,8 @@ namespace {
 void add_block_row(Table& table, const TrainingJobOptions& options, double dropout, bool cpu,
                    nn::AttentionKernel attention) {
   const bool dropout_draws = dropout > 0.0;
-  const bool precision_supported = options.precision == nn::Precision::kFp32 ||
-                                   (cpu && options.precision == nn::Precision::kBf16 &&
-                                    nn::bf16_matmul() == nn::Bf16Matmul::kNative);
+  const bool precision_supported = nn::fused_block_supports(
+      {false, options.device.type(), torch::kFloat, nn::compute_dtype(options.precision)});
   const nn::BlockKernel kernel = nn::resolve_block_kernel(
       options.block_kernel, {!dropout_draws && precision_supported, cpu, attention});
   const std::string why = kernel == nn::BlockKernel::kFused ? "one autograd node per block"

@@ -105,27 +105,11 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     // activation once it is used, as autograd does between the composite block's nodes (saved
     // variables live until the whole node has run: one block's activations more at the peak).
     // SavedVariable's check against in-place changes is made on the inputs' versions instead.
-    const std::pair<const char*, Tensor> saved[] = {{"x", x2},
-                                                    {"mean1", mean1},
-                                                    {"rstd1", rstd1},
-                                                    {"a", a},
-                                                    {"split", split},
-                                                    {"probs", probs},
-                                                    {"y", y},
-                                                    {"h", h},
-                                                    {"mean2", mean2},
-                                                    {"rstd2", rstd2},
-                                                    {"b", b},
-                                                    {"pre", pre},
-                                                    {"f", f},
-                                                    {"qkv_w", qkv_w},
-                                                    {"proj_w", proj_w},
-                                                    {"fc_w", fc_w},
-                                                    {"out_w", out_w},
-                                                    {"ln1_weight", ln1_weight},
-                                                    {"ln1_bias", ln1_bias},
-                                                    {"ln2_weight", ln2_weight},
-                                                    {"ln2_bias", ln2_bias}};
+    const std::pair<const char*, Tensor> saved[] = {
+        {"x", x2},        {"mean1", mean1}, {"rstd1", rstd1}, {"a", a},         {"split", split},
+        {"probs", probs}, {"y", y},         {"h", h},         {"mean2", mean2}, {"rstd2", rstd2},
+        {"b", b},         {"pre", pre},     {"f", f},         {"qkv_w", qkv_w}, {"proj_w", proj_w},
+        {"fc_w", fc_w},   {"out_w", out_w}};
     for (const auto& [name, tensor] : saved)
       ctx->saved_data[name] = tensor;
     ctx->saved_data["heads"] = heads;
@@ -133,16 +117,12 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const std::array<const Tensor*, kMask> inputs{
         &x,          &ln1_weight, &ln1_bias,  &qkv_weight, &qkv_bias,   &proj_weight, &proj_bias,
         &ln2_weight, &ln2_bias,   &fc_weight, &fc_bias,    &out_weight, &out_bias};
-    int64_t wanted = 0;  // bit i: input i takes a gradient (none is computed for a frozen one)
-    c10::List<Tensor> kept;
+    c10::List<Tensor> kept;  // for the LayerNorms, the gradients wanted and the version check
     c10::List<int64_t> versions;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i]->requires_grad())
-        wanted |= int64_t(1) << i;
-      kept.push_back(*inputs[i]);
-      versions.push_back(int64_t(inputs[i]->_version()));
+    for (const Tensor* input : inputs) {
+      kept.push_back(*input);
+      versions.push_back(int64_t(input->_version()));
     }
-    ctx->saved_data["wanted"] = wanted;
     ctx->saved_data["inputs"] = kept;
     ctx->saved_data["versions"] = versions;
     return out.view({batch, time, embed});
@@ -165,11 +145,12 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     };
     const int64_t heads = ctx->saved_data.at("heads").toInt();
     const auto compute = static_cast<torch::ScalarType>(ctx->saved_data.at("compute").toInt());
-    const int64_t wanted_bits = ctx->saved_data.at("wanted").toInt();
-    const auto wanted = [wanted_bits](Input input) { return bool((wanted_bits >> input) & 1); };
+    const c10::List<Tensor> inputs = ctx->saved_data.at("inputs").toTensorList();
+    // A frozen parameter gets no gradient computed.
+    const auto wanted = [&inputs](Input input) { return inputs.get(input).requires_grad(); };
     const auto cast = [compute](const Tensor& t) { return in_dtype(t, compute); };
-    const Tensor ln1_weight = take("ln1_weight"), ln1_bias = take("ln1_bias");
-    const Tensor ln2_weight = take("ln2_weight"), ln2_bias = take("ln2_bias");
+    const Tensor ln1_weight = inputs.get(kLn1Weight), ln1_bias = inputs.get(kLn1Bias);
+    const Tensor ln2_weight = inputs.get(kLn2Weight), ln2_bias = inputs.get(kLn2Bias);
     const torch::ScalarType param = ln1_weight.scalar_type();
     variable_list result(kInputs + 2);
 
@@ -285,17 +266,22 @@ BlockKernel block_kernel() {
   return process_choice.load();
 }
 
+bool fused_block_supports(const BlockInputs& inputs) {
+  if (inputs.dropout_draws || (inputs.device != torch::kCPU && inputs.device != torch::kCUDA))
+    return false;
+  if (inputs.autocast == inputs.dtype)  // no autocast
+    return inputs.dtype == torch::kFloat || inputs.dtype == torch::kDouble;
+  return inputs.device == torch::kCPU && inputs.dtype == torch::kFloat &&
+         inputs.autocast == torch::kBFloat16 && bf16_matmul() == Bf16Matmul::kNative;
+}
+
 bool fused_block_supported(const torch::Tensor& x, double dropout, bool training) {
-  if ((training && dropout > 0.0) || x.dim() != 3)
+  if (x.dim() != 3)
     return false;
   const c10::DeviceType device = x.device().type();
-  if (device != torch::kCPU && device != torch::kCUDA)
-    return false;
-  if (!compat::autocast_enabled(device))
-    return x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble;
-  return device == torch::kCPU && x.scalar_type() == torch::kFloat &&
-         compat::autocast_dtype(torch::kCPU) == torch::kBFloat16 &&
-         bf16_matmul() == Bf16Matmul::kNative;
+  const bool autocast = compat::autocast_enabled(device);
+  return fused_block_supports({training && dropout > 0.0, device, x.scalar_type(),
+                               autocast ? compat::autocast_dtype(device) : x.scalar_type()});
 }
 
 BlockKernel resolve_block_kernel(BlockKernel kernel, const BlockSite& site) {

@@ -52,16 +52,25 @@ struct PreLnBlockShape {
   double eps = 1e-5;
 };
 
-/// Whether fused_pre_ln_block() computes a block for `x` (B, T, C) here: dropout is off (p = 0,
-/// or not training), and either autocast is off on its device and `x` is float32 or float64,
-/// or `x` is float32 under CPU autocast to bf16 on LibTorch's bf16 kernels (bf16_matmul() is
-/// kNative). Elsewhere (dropout, fp16, the
-/// fp32 kernels for bf16 products) the composite block runs.
+/// What a block is run on, as far as fused_pre_ln_block() cares.
+struct BlockInputs {
+  bool dropout_draws = false;                  ///< training with dropout p > 0
+  c10::DeviceType device = c10::kCPU;          ///< where `x` is
+  torch::ScalarType dtype = torch::kFloat;     ///< of `x`
+  torch::ScalarType autocast = torch::kFloat;  ///< what autocast computes in there; x's dtype: off
+};
+
+/// Whether fused_pre_ln_block() can compute a block on `inputs`: dropout does not draw, and
+/// either autocast is off and `x` is float32 or float64, or `x` is float32 under CPU autocast to
+/// bf16 on LibTorch's bf16 kernels (bf16_matmul() is kNative).
+bool fused_block_supports(const BlockInputs& inputs);
+
+/// fused_block_supports() for `x` (B, T, C) under this thread's autocast.
 bool fused_block_supported(const torch::Tensor& x, double dropout, bool training);
 
 /// What decides whether a block runs fused.
 struct BlockSite {
-  bool supported = true;  ///< fused_block_supported() holds for the inputs
+  bool supported = true;  ///< fused_block_supports() holds for the inputs
   bool cpu = true;        ///< the inputs are on the CPU (else a GPU)
   /// The attention the composite block would run, resolved (kFused or kComposite).
   AttentionKernel attention = AttentionKernel::kComposite;

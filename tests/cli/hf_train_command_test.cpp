@@ -130,6 +130,24 @@ TEST(HfTrainCommand, InstructionTuningCountsResponseTokensOnly) {
   EXPECT_LT(std::stoll(match[1].str()), 4 * 24);
 }
 
+TEST(HfTrainCommand, ALlamaWithoutDropoutRunsTwoMicroBatchesAtOnceToTheSameLosses) {
+  testing::TempDir dir;
+  const std::string corpus = dir.write("corpus.txt", small_corpus()).string();
+  std::vector<double> losses[2];
+  for (int passes = 1; passes <= 2; ++passes) {
+    const std::string run_dir = (dir.path() / ("run" + std::to_string(passes))).string();
+    const Result r = run("train " + hf_settings("tiny-llama") + "-s data.path=" + corpus +
+                         " -s train.steps=3 -s train.eval_every=0 -s "
+                         "train.concurrent_micro_batches=" +
+                         std::to_string(passes) + " --run-dir " + run_dir);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const nlohmann::json& step : records(run_dir, "window"))
+      losses[passes - 1].push_back(step["loss"].get<double>());
+  }
+  ASSERT_EQ(losses[0].size(), 3u);
+  EXPECT_EQ(losses[0], losses[1]);  // bitwise: one thread per pass either way
+}
+
 /// Chat records: `count` conversations of one or two user/assistant exchanges, the first with a
 /// system message.
 std::string chat_records(int count) {
@@ -254,6 +272,9 @@ TEST(HfTrainCommand, BadModelDirectoriesAndSettingsExitWith2AndWriteNothing) {
                                       });
                                     })),
                  "Unigram");
+  expect_refused(model(kHf + "tiny-gpt2") + "-s train.concurrent_micro_batches=2",
+                 "train.concurrent_micro_batches = 2 needs a model without dropout: " + kHf +
+                     "tiny-gpt2/config.json has embd_pdrop 0.1, attn_pdrop 0.1, resid_pdrop 0.1");
   expect_refused("-s model.kind=hf", "model.kind = \"hf\" needs model.path");
   expect_refused(model((dir.path() / "nowhere").string()), "nowhere");
   expect_refused(model(kHf + "tiny-gpt2") + "-s adapter.base_dtype=bfloat16",

@@ -256,9 +256,10 @@ TEST_F(TrainCommand, LossScaleAndNonFiniteKeysOutOfRangeAreInputErrors) {
 
 TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
   const std::string out = run_dir("bf16");
-  const Result r =
-      run("train " + corpus_arg() + kTinyGpt +
-          " -s model.precision=bf16 -s model.bf16_matmul=native --steps 3 --run-dir " + out);
+  const Result r = run("train " + corpus_arg() + kTinyGpt +
+                       " -s model.precision=bf16 -s model.bf16_matmul=native "
+                       "-s train.concurrent_micro_batches=1 --steps 3 --run-dir " +
+                       out);  // one pass at a time: every core on it
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("precision      bf16           forward passes autocast to bf16"),
             std::string::npos)
@@ -347,6 +348,16 @@ TEST_F(TrainCommand, ConcurrentMicroBatchesTrainTheSameAndShowInThePlan) {
                                       : "blas_threads   -              no OpenBLAS"),
             std::string::npos)
       << plan.output;
+
+  // auto, the default, takes 2 passes wherever the process has 2 cores or more, and says why.
+  const Result by_default = run("train --plan " + corpus_arg() + kTinyGpt);
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.output;
+  EXPECT_NE(by_default.output.find(
+                available_cores() >= 2
+                    ? "concurrent     2              auto: 2 at once"
+                    : "concurrent     1              auto: one at a time: 1 core per process"),
+            std::string::npos)
+      << by_default.output;
 }
 
 TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {

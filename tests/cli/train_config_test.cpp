@@ -39,8 +39,14 @@ TEST(TrainConfig, AutoLossScalingFollowsFp16Only) {
 }
 
 TEST(TrainConfig, ConcurrentMicroBatchesNeedAModelWithoutBatchNormOrDropout) {
+  // "auto" by default: the job chooses (job::choose_concurrent_micro_batches).
+  EXPECT_TRUE(read({}).job.auto_concurrent_micro_batches);
   EXPECT_EQ(read({}).job.trainer.concurrent_micro_batches(), 1);
+  EXPECT_TRUE(read({"train.concurrent_micro_batches=auto"}).job.auto_concurrent_micro_batches);
+  EXPECT_FALSE(read({"train.concurrent_micro_batches=1"}).job.auto_concurrent_micro_batches);
   EXPECT_EQ(read({"train.concurrent_micro_batches=2"}).job.trainer.concurrent_micro_batches(), 2);
+  // auto is allowed with every model: it takes one pass at a time where the model needs it.
+  EXPECT_TRUE(read({"model.kind=resnet"}).job.auto_concurrent_micro_batches);
   // The ResNet with GroupNorm in place of BatchNorm, the BERT without dropout.
   EXPECT_EQ(
       read({"train.concurrent_micro_batches=2", "model.kind=resnet", "model.norm_policy=group"})
@@ -65,6 +71,8 @@ TEST(TrainConfig, ConcurrentMicroBatchesNeedAModelWithoutBatchNormOrDropout) {
       << bert;
   const std::string gpt = error_of({"train.concurrent_micro_batches=2", "gpt.dropout=0.2"});
   EXPECT_NE(gpt.find("needs gpt.dropout = 0, got 0.2"), std::string::npos) << gpt;
+  const std::string word = error_of({"train.concurrent_micro_batches=many"});
+  EXPECT_NE(word.find("an integer or \"auto\""), std::string::npos) << word;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bigbatch/core/threads.h"
 #include "bigbatch/io/read_file.h"
 #include "bigbatch/metrics/jsonl_reader.h"
 #include "support/test_support.h"
@@ -223,6 +224,50 @@ TEST(TrainingJob, BadInputLeavesNoRunDirectory) {
   });
   EXPECT_NE(no_module.find("the workload has no module"), std::string::npos) << no_module;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
+}
+
+TEST(TrainingJob, AutoConcurrencyTrainsAsOnePassAtATime) {
+  const testing::TempDir dir;
+  job::TrainingJobOptions auto_options = small_options(dir.path() / "auto");
+  auto_options.auto_concurrent_micro_batches = true;
+  std::string output;
+  run_job(auto_options, &output);
+  // 3 micro-batches per window: 2 at once wherever the process has 2 cores or more.
+  const bool two = available_cores() >= 2;
+  EXPECT_NE(output.find(two ? "auto: 2 at once" : "auto: one at a time: 1 core per process"),
+            std::string::npos)
+      << output;
+  run_job(small_options(dir.path() / "one"));
+  EXPECT_EQ(window_losses(dir.path() / "auto"), window_losses(dir.path() / "one"));
+}
+
+TEST(TrainingJob, ConcurrencyTheWorkloadCannotHaveIsRefusedBeforeAnythingIsWritten) {
+  const testing::TempDir dir;
+  job::TrainingJobOptions options = small_options(dir.path() / "run");
+  options.trainer.concurrent_micro_batches(2);
+  const auto drawing = [] {
+    job::Workload w = four_class_workload();
+    w.concurrency_need = "mlp.dropout = 0, got 0.5";
+    return w;
+  };
+  const std::string message = testing::input_error_of([&] {
+    std::ostringstream out;
+    job::TrainingJob(options, drawing).run(out);
+  });
+  EXPECT_NE(message.find("TrainerOptions.concurrent_micro_batches = 2 needs mlp.dropout = 0, got "
+                         "0.5"),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(fs::exists(dir.path() / "run"));
+  // auto takes one pass at a time and says why.
+  options.trainer.concurrent_micro_batches(1);
+  options.auto_concurrent_micro_batches = true;
+  options.run.plan_only = true;
+  std::ostringstream out;
+  job::TrainingJob(options, drawing).run(out);
+  EXPECT_NE(out.str().find("auto: one at a time; passes at once need mlp.dropout = 0"),
+            std::string::npos)
+      << out.str();
 }
 
 }  // namespace

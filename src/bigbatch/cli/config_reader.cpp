@@ -263,11 +263,14 @@ std::string ConfigReader::get_choice(const std::string& key, const std::string& 
   return value;
 }
 
-std::optional<int64_t> ConfigReader::get_int_or_keyword(const std::string& key, int64_t fallback,
+std::optional<int64_t> ConfigReader::get_int_or_keyword(const std::string& key,
+                                                        std::optional<int64_t> fallback,
                                                         const std::string& keyword,
                                                         const std::string& help,
                                                         ResumeChange resume) {
-  const toml::node* node = state_->find(key, help, value_text<int64_t>(fallback), resume);
+  const std::string fallback_text =
+      fallback ? value_text<int64_t>(*fallback) : value_text<std::string>(keyword);
+  const toml::node* node = state_->find(key, help, fallback_text, resume);
   if (node == nullptr)
     return fallback;
   if (node->is_integer()) {

@@ -65,7 +65,8 @@ class ConfigReader {
                          ResumeChange resume = ResumeChange::kForbidden);
 
   /// An integer, or the string `keyword` (returned as nullopt): batch.micro_batch = 8 | "auto".
-  std::optional<int64_t> get_int_or_keyword(const std::string& key, int64_t fallback,
+  /// A `fallback` of nullopt makes the keyword the default.
+  std::optional<int64_t> get_int_or_keyword(const std::string& key, std::optional<int64_t> fallback,
                                             const std::string& keyword, const std::string& help,
                                             ResumeChange resume = ResumeChange::kForbidden);
 

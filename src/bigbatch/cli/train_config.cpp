@@ -36,41 +36,18 @@ void validated(const ConfigReader& c, const Options& options) {
   }
 }
 
-/// train.concurrent_micro_batches against the model: concurrent training forwards must neither
-/// write BatchNorm statistics nor draw dropout masks.
+/// train.concurrent_micro_batches = N > 1 against a built-in model, refused here with the config's
+/// location (a pretrained model is checked by the job, which reads its config).
 void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
   const int64_t concurrent = t.job.trainer.concurrent_micro_batches();
   BB_CHECK_INPUT(concurrent >= 1, c.where("train.concurrent_micro_batches"),
                  ": train.concurrent_micro_batches = ", concurrent,
-                 " must be >= 1 (1: one micro-batch at a time)");
-  if (concurrent == 1)
+                 " must be >= 1 (1: one micro-batch at a time) or \"auto\"");
+  if (concurrent == 1 || t.hf)
     return;
-  BB_CHECK_INPUT(!t.hf, c.where("train.concurrent_micro_batches"),
-                 ": train.concurrent_micro_batches = ", concurrent,
-                 " is for the built-in models; with model.kind = \"hf\" run one micro-batch at a "
-                 "time (pretrained configs carry dropout)");
-  const bool batch_norm = t.model.kind == ModelKind::kResnet &&
-                          t.model.resnet.norm() == nn::NormKind::kBatch &&
-                          t.model.norm_policy != engine::NormPolicy::kGroup;
-  BB_CHECK_INPUT(!batch_norm, c.where("train.concurrent_micro_batches"),
-                 ": train.concurrent_micro_batches = ", concurrent,
-                 " needs a model without BatchNorm, whose running statistics every training "
-                 "forward writes; the ResNet has resnet.norm = \"batch\" (set "
-                 "model.norm_policy = \"group\" or resnet.norm = \"group\", or run one "
-                 "micro-batch at a time)");
-  const double dropout = t.model.kind == ModelKind::kGpt    ? t.model.gpt.dropout()
-                         : t.model.kind == ModelKind::kMlp  ? t.model.mlp.dropout()
-                         : t.model.kind == ModelKind::kBert ? t.model.bert.dropout()
-                                                            : 0.0;
-  const std::string section = t.model.kind == ModelKind::kGpt    ? "gpt"
-                              : t.model.kind == ModelKind::kMlp  ? "mlp"
-                              : t.model.kind == ModelKind::kBert ? "bert"
-                                                                 : "resnet";
-  BB_CHECK_INPUT(dropout == 0.0, c.where("train.concurrent_micro_batches"),
-                 ": train.concurrent_micro_batches = ", concurrent, " needs ", section,
-                 ".dropout = 0, got ", dropout,
-                 ": concurrent micro-batches would draw their dropout masks in an order that "
-                 "depends on the threads' timing");
+  const std::string need = job::concurrency_need(t.model);
+  BB_CHECK_INPUT(need.empty(), c.where("train.concurrent_micro_batches"),
+                 ": train.concurrent_micro_batches = ", concurrent, " needs ", need);
 }
 
 /// The GPT's, ResNet's and BERT's sections; the chosen model's checkpointing is the one in effect.
@@ -374,12 +351,14 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
                     "micro-batches of the next windows gathered on a background thread while "
                     "this one computes (extra memory); 0 = gather in the training thread",
                     ResumeChange::kFree));
-  trainer.concurrent_micro_batches(c.get_int(
-      "train.concurrent_micro_batches", trainer.concurrent_micro_batches(),
-      "micro-batches of a window run at once, one per thread (faster at small micro-batches, "
-      "their activations at once; the same results); needs a model without BatchNorm or "
-      "dropout",
-      ResumeChange::kFree));
+  const std::optional<int64_t> concurrent = c.get_int_or_keyword(
+      "train.concurrent_micro_batches", std::nullopt, "auto",
+      "micro-batches of a window run at once, each on its share of the cores (faster; the same "
+      "results; their activations at once); needs a model without BatchNorm or dropout; auto = 2 "
+      "on a CPU with 2 or more cores per process, without memory.budget, else 1",
+      ResumeChange::kFree);
+  t.job.auto_concurrent_micro_batches = !concurrent.has_value();
+  trainer.concurrent_micro_batches(concurrent.value_or(1));
   check_concurrency_supported(c, t);
 }
 

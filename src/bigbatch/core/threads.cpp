@@ -35,6 +35,11 @@ std::string ThreadSettings::describe() const {
 }
 
 void use_one_intra_op_thread_on_this_thread() {
+  use_intra_op_threads_on_this_thread(1);
+}
+
+void use_intra_op_threads_on_this_thread(int threads) {
+  BB_CHECK(threads >= 1, "use_intra_op_threads_on_this_thread(", threads, "): need >= 1");
   // LibTorch sets a thread's OpenMP thread count from the process-wide one the first time the
   // thread asks for it (at::get_num_threads, at::parallel_for); have that happen now, then lower
   // this thread's own count (OpenMP's nthreads setting belongs to the calling thread). Called
@@ -42,7 +47,7 @@ void use_one_intra_op_thread_on_this_thread() {
   // this binary's copy. omp_set_num_threads is looked up at run time like OpenBLAS's functions.
   (void)at::get_num_threads();
   if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
-    set(1);
+    set(threads);
 }
 
 int available_cores() {

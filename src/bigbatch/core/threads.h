@@ -62,6 +62,10 @@ ThreadSettings apply_threads(const ThreadRequest& request);
 /// 4a). Without OpenMP in the process it changes nothing.
 void use_one_intra_op_thread_on_this_thread();
 
+/// The same with `threads` (>= 1) OpenMP threads on the calling thread: a helper that runs its
+/// own share of the cores (engine::ConcurrentMicroBatches on several cores per pass).
+void use_intra_op_threads_on_this_thread(int threads);
+
 /// OpenBLAS's current thread count; 0 when OpenBLAS is not loaded in this process.
 int blas_threads();
 

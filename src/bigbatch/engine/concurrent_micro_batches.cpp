@@ -1,5 +1,6 @@
 #include "bigbatch/engine/concurrent_micro_batches.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 
 #include <algorithm>
@@ -20,7 +21,8 @@ namespace bigbatch::engine {
 /// One helper thread that runs one pass at a time.
 class ConcurrentMicroBatches::Helper {
  public:
-  Helper() : thread_([this] { loop(); }) {}
+  /// `threads`: the OpenMP threads of the helper's passes.
+  explicit Helper(int threads) : threads_(threads), thread_([this] { loop(); }) {}
   ~Helper() {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
@@ -47,7 +49,7 @@ class ConcurrentMicroBatches::Helper {
 
  private:
   void loop() {
-    use_one_intra_op_thread_on_this_thread();  // one pass per core: no team of its own
+    use_intra_op_threads_on_this_thread(threads_);  // its share of the cores, as the caller's
     for (;;) {
       std::packaged_task<MicroBatchGradients()> task;
       {
@@ -65,6 +67,7 @@ class ConcurrentMicroBatches::Helper {
   std::condition_variable wake_;
   std::packaged_task<MicroBatchGradients()> task_;  // valid while a pass waits to start
   bool stop_ = false;
+  const int threads_;
   std::thread thread_;  // last: starts once the members above exist
 };
 
@@ -81,8 +84,10 @@ torch::Tensor cpu_generator_state() {
 
 ConcurrentMicroBatches::ConcurrentMicroBatches(int64_t concurrency) {
   BB_CHECK_INPUT(concurrency >= 1, "concurrent micro-batches = ", concurrency, " must be >= 1");
+  // Each pass gets what the calling thread has: on 2 cores split two ways, 1 thread each.
+  const int threads = at::get_num_threads();
   for (int64_t i = 1; i < concurrency; ++i)
-    helpers_.push_back(std::make_unique<Helper>());
+    helpers_.push_back(std::make_unique<Helper>(threads));
 }
 
 ConcurrentMicroBatches::~ConcurrentMicroBatches() = default;

@@ -41,9 +41,10 @@ namespace bigbatch::engine {
 /// own batch: a training forward must not write module state (nn::BatchNorm throws InputError
 /// while nn::in_concurrent_forward() is true) and must not draw random numbers (dropout), whose
 /// order between threads would depend on timing; run() throws InputError after a window in which
-/// the default CPU generator advanced. The helper threads run ATen on one OpenMP thread each
-/// (core::use_one_intra_op_thread_on_this_thread) under the calling thread's thread-local state
-/// (grad mode, autocast); give the calling thread one OpenMP thread too, and OpenBLAS one thread
+/// the default CPU generator advanced. The helper threads run ATen on as many OpenMP threads as
+/// the constructing thread had (core::use_intra_op_threads_on_this_thread) under the calling
+/// thread's thread-local state (grad mode, autocast): give that thread its share of the cores
+/// (torch::set_num_threads(cores / concurrency)) before constructing, and OpenBLAS one thread
 /// (OpenBLAS runs multithreaded calls from two threads one after the other). An exception in any
 /// pass (out of memory included) is rethrown after the passes of its group have finished, with
 /// the window's gradients partly accumulated: abort the window (GradientAccumulator::

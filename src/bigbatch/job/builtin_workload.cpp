@@ -195,6 +195,7 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
     w.pre_ln_block_dropout = spec.bert.dropout();
   }
   w.add_model_rows = model_rows(options, batch_norms);
+  w.concurrency_need = concurrency_need(options);
   if (model.gpt && options.sample.max_new_bytes() > 0) {
     w.generate_sample = [gpt = model.gpt, prompt = options.prompt,
                          sample = options.sample]() mutable {
@@ -204,6 +205,26 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
                            options.sample.top_k(), ")");
   }
   return w;
+}
+
+std::string concurrency_need(const BuiltinModelOptions& options) {
+  const bool batch_norm = options.kind == ModelKind::kResnet &&
+                          options.resnet.norm() == nn::NormKind::kBatch &&
+                          options.norm_policy != engine::NormPolicy::kGroup;
+  if (batch_norm) {
+    return "a model without BatchNorm, whose running statistics every training forward writes; "
+           "the ResNet has resnet.norm = \"batch\" (set model.norm_policy = \"group\" or "
+           "resnet.norm = \"group\", or run one micro-batch at a time)";
+  }
+  const double dropout = options.kind == ModelKind::kGpt    ? options.gpt.dropout()
+                         : options.kind == ModelKind::kMlp  ? options.mlp.dropout()
+                         : options.kind == ModelKind::kBert ? options.bert.dropout()
+                                                            : 0.0;
+  if (dropout == 0.0)
+    return "";
+  return cat(models::to_string(options.kind), ".dropout = 0, got ", dropout,
+             ": concurrent micro-batches would draw their dropout masks in an order that depends "
+             "on the threads' timing");
 }
 
 MatmulBackend builtin_backend(ModelKind kind) {

@@ -81,6 +81,12 @@ models::ModelSpec describe_model(const BuiltinModelOptions& options, const Loade
 /// too small to hold one sample.
 Workload build_builtin_workload(const BuiltinModelOptions& options, const LoadedData& data);
 
+/// What the built-in model of `options` lacks to run several training passes at once
+/// (engine::TrainerOptions::concurrent_micro_batches > 1), as the clause after "needs", naming the
+/// keys to change: its training forwards must neither write BatchNorm statistics nor draw dropout
+/// masks. Empty when it has nothing to change.
+std::string concurrency_need(const BuiltinModelOptions& options);
+
 /// The matmul backend the model's fp32 work runs on: oneDNN for the ResNet's convolutions,
 /// BLAS otherwise (TrainingJob switches to oneDNN for native bf16 products).
 MatmulBackend builtin_backend(models::ModelKind kind);

@@ -305,6 +305,14 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   model.set_checkpointing(options.checkpointing);
   w.module = model.module();
   w.attention_keys = context;
+  if (const std::string dropouts = model.dropouts(); !dropouts.empty()) {
+    w.concurrency_need = cat("a model without dropout: ", options.model_path, "/config.json has ",
+                             dropouts, " (or run one micro-batch at a time)");
+  } else if (options.adapter.lora && options.adapter.lora_options.dropout() > 0.0) {
+    w.concurrency_need = cat("adapter.dropout = 0, got ", options.adapter.lora_options.dropout(),
+                             ": concurrent micro-batches would draw their dropout masks in an "
+                             "order that depends on the threads' timing");
+  }
 
   const int64_t pad = hf_pad_id(*tokenizer);
   if (classification) {

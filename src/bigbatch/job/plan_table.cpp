@@ -148,7 +148,9 @@ void add_run_section(Table& table, const TrainingJobOptions& options, const Plan
               "no OpenBLAS in this LibTorch: its BLAS runs on the OpenMP threads");
   }
   const int64_t concurrent = options.trainer.concurrent_micro_batches();
-  if (concurrent > 1) {
+  if (!facts.concurrency.empty()) {
+    table.add("concurrent", std::to_string(concurrent), facts.concurrency);
+  } else if (concurrent > 1) {
     table.add("concurrent", std::to_string(concurrent),
               "micro-batches of a window run at once, one per thread; their activations exist "
               "at once");

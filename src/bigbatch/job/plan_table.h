@@ -19,6 +19,7 @@ struct PlanFacts {
   std::string micro_batch_search;  ///< how "auto" chose, or empty
   std::string run_dir;             ///< empty when nothing is written
   ThreadSettings threads;          ///< OpenMP and OpenBLAS threads in effect
+  std::string concurrency;         ///< how "auto" chose the passes at once, or empty
 };
 
 /// The table: model, data, batch, optimization and run sections.

@@ -1,5 +1,6 @@
 #include "bigbatch/job/training_job.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -8,12 +9,14 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/device.h"
+#include "bigbatch/core/threads.h"
 #include "bigbatch/dist/agreement.h"
 #include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/dist/worker_environment.h"
 #include "bigbatch/engine/checkpoint.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/io/atomic_file.h"
+#include "bigbatch/job/concurrency_choice.h"
 #include "bigbatch/job/micro_batch_trial.h"
 #include "bigbatch/job/plan_table.h"
 #include "bigbatch/job/run_chart_files.h"
@@ -281,6 +284,19 @@ JobResult TrainingJob::run(std::ostream& terminal) {
   torch::manual_seed(options_.trainer.seed());
   run.workload = build_checked(build_, options_);
   run.plan = resolve_run_plan(options_, run.workload, *run.ranks, resuming, run.facts);
+  const int64_t processes = worker ? worker->local_world_size : 1;
+  if (options_.auto_concurrent_micro_batches) {
+    const ConcurrencyChoice choice = choose_concurrent_micro_batches(
+        options_, run.workload, run.plan, std::max<int64_t>(1, available_cores() / processes));
+    options_.trainer.concurrent_micro_batches(choice.passes);
+    run.facts.concurrency = choice.why;
+    if (choice.passes > 1)
+      run.facts.threads = apply_thread_options(options_, processes);  // each pass its share
+  }
+  BB_CHECK_INPUT(
+      options_.trainer.concurrent_micro_batches() == 1 || run.workload.concurrency_need.empty(),
+      "TrainerOptions.concurrent_micro_batches = ", options_.trainer.concurrent_micro_batches(),
+      " needs ", run.workload.concurrency_need);
   // Ranks draw different dropout masks (the model itself came from the same seed everywhere, and
   // the trainer broadcasts rank 0's weights anyway).
   if (run.ranks->world_size() > 1)

@@ -66,6 +66,9 @@ struct TrainingJobOptions {
   engine::BatchOptions batch;
   /// Choose the micro-batch (and accum_steps) as the largest that fits memory_budget.
   bool auto_micro_batch = false;
+  /// Choose trainer.concurrent_micro_batches for the machine and the workload
+  /// (job::choose_concurrent_micro_batches) instead of taking it as set.
+  bool auto_concurrent_micro_batches = false;
   int64_t memory_budget = 0;  ///< bytes of tensor memory allowed on `device`; 0 = unlimited
   /// Passes over the training split; > 0 replaces trainer.total_steps with epochs x windows.
   int64_t epochs = 0;

@@ -39,6 +39,11 @@ struct Workload {
   /// The dropout of the model's models::PreLnBlock blocks (the GPT's, the BERT's), for the plan
   /// table's blocks row; unset for a model without them.
   std::optional<double> pre_ln_block_dropout;
+  /// What the model lacks to run several training passes at once (a forward that writes
+  /// BatchNorm statistics or draws dropout masks), as the clause after "needs": "gpt.dropout = 0,
+  /// got 0.1: ...". Empty when it can (engine::TrainerOptions::concurrent_micro_batches > 1, and
+  /// TrainingJobOptions::auto_concurrent_micro_batches may choose it).
+  std::string concurrency_need;
   /// Extra rows of the plan table's model section (precision, checkpointing, norm policy, ...),
   /// given the resolved plan; may be empty.
   std::function<void(Table&, const engine::Plan&)> add_model_rows;

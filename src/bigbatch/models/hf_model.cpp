@@ -1,6 +1,7 @@
 #include "bigbatch/models/hf_model.h"
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
 #include "bigbatch/core/table.h"
 #include "bigbatch/io/hf_config.h"
 
@@ -93,6 +94,29 @@ std::string HfModel::describe() const {
   return cat("bert: ", c.num_hidden_layers(), " layers, width ", c.hidden_size(), ", ",
              c.num_attention_heads(), " heads, vocabulary ", group_thousands(c.vocab_size()), ", ",
              c.num_labels(), " classes");
+}
+
+std::string HfModel::dropouts() const {
+  std::vector<std::pair<std::string, double>> all;
+  if (gpt2) {
+    const HfGpt2Config& c = gpt2->config();
+    all = {{"embd_pdrop", c.embd_pdrop()},
+           {"attn_pdrop", c.attn_pdrop()},
+           {"resid_pdrop", c.resid_pdrop()}};
+  } else if (llama) {
+    all = {{"attention_dropout", llama->config().attention_dropout()}};
+  } else {
+    const HfBertConfig& c = bert->config();
+    all = {{"hidden_dropout_prob", c.hidden_dropout_prob()},
+           {"attention_probs_dropout_prob", c.attention_probs_dropout_prob()},
+           {"classifier_dropout", c.classifier_dropout()}};
+  }
+  std::vector<std::string> drawing;
+  for (const auto& [name, p] : all) {
+    if (p > 0.0)
+      drawing.push_back(cat(name, " ", p));
+  }
+  return join(drawing);
 }
 
 HfModel load_hf_model(const std::string& directory, int64_t num_labels) {

@@ -64,6 +64,9 @@ struct HfModel {
   /// The config in one line, for example "llama: 30 layers, width 576, 9 heads (3 key/value),
   /// vocabulary 49,152".
   std::string describe() const;
+  /// The config's dropouts that draw in training, as "hidden_dropout_prob 0.1,
+  /// attention_probs_dropout_prob 0.1"; empty when every one is 0.
+  std::string dropouts() const;
 };
 
 /// The model of `directory` in float32 with its weights; a classifier (bert) gets `num_labels`

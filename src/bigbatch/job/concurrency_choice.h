@@ -1,0 +1,30 @@
+// train.concurrent_micro_batches = "auto": how many passes of a window run at once on this
+// machine, for this workload and plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bigbatch/engine/plan.h"
+#include "bigbatch/job/training_job.h"
+#include "bigbatch/job/workload.h"
+
+namespace bigbatch::job {
+
+/// What "auto" chose and why, for the plan table.
+struct ConcurrencyChoice {
+  int64_t passes = 1;  ///< engine::TrainerOptions::concurrent_micro_batches
+  std::string why;     ///< "auto: ..." in one line
+};
+
+/// auto's rule: 2 passes at once on the CPU when the workload allows it (Workload::
+/// concurrency_need empty), a rank's window holds 2 or more micro-batches, no memory budget is set
+/// (a budget puts memory first: one pass's activations at a time), the threads are automatic, and
+/// the process has `cores` >= 2 (its share of the machine: available_cores() / ranks on it); 1
+/// otherwise. On 2 cores two
+/// one-thread passes beat one two-thread pass at every size measured (docs/TRAINING.md).
+ConcurrencyChoice choose_concurrent_micro_batches(const TrainingJobOptions& options,
+                                                  const Workload& w, const engine::Plan& plan,
+                                                  int64_t cores);
+
+}  // namespace bigbatch::job

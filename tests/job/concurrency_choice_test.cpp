@@ -1,0 +1,72 @@
+// job/concurrency_choice: train.concurrent_micro_batches = "auto" takes 2 passes at once only
+// where they are allowed and pay (CPU, a model without BatchNorm writes or dropout draws, two or
+// more micro-batches per window, no memory budget, automatic threads, 2+ cores), 1 otherwise, and
+// says why either way.
+#include "bigbatch/job/concurrency_choice.h"
+
+#include <gtest/gtest.h>
+
+namespace bigbatch {
+namespace {
+
+engine::Plan plan_of(int64_t global_batch, int64_t micro_batch) {
+  return engine::resolve_plan(
+      engine::BatchOptions().global_batch(global_batch).micro_batch(micro_batch));
+}
+
+TEST(ConcurrencyChoice, TwoPassesOnTwoOrMoreCoresWhenNothingStandsInTheWay) {
+  const job::TrainingJobOptions options;
+  const job::Workload w;
+  const job::ConcurrencyChoice two =
+      job::choose_concurrent_micro_batches(options, w, plan_of(64, 8), 2);
+  EXPECT_EQ(two.passes, 2);
+  EXPECT_EQ(two.why,
+            "auto: 2 at once, 1 of 2 cores each; their activations exist at once (1 keeps "
+            "one pass's)");
+  const job::ConcurrencyChoice sixteen =
+      job::choose_concurrent_micro_batches(options, w, plan_of(64, 2), 16);
+  EXPECT_EQ(sixteen.passes, 2);
+  EXPECT_NE(sixteen.why.find("8 of 16 cores each"), std::string::npos) << sixteen.why;
+}
+
+TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
+  const job::Workload free_model;
+  const engine::Plan eight_by_eight = plan_of(64, 8);
+  const auto choice = [&](const job::TrainingJobOptions& options, const job::Workload& w,
+                          const engine::Plan& plan, int64_t cores) {
+    const job::ConcurrencyChoice c = job::choose_concurrent_micro_batches(options, w, plan, cores);
+    EXPECT_EQ(c.passes, 1) << c.why;
+    return c.why;
+  };
+  job::TrainingJobOptions options;
+  EXPECT_EQ(choice(options, free_model, eight_by_eight, 1),
+            "auto: one at a time: 1 core per process");
+  EXPECT_EQ(choice(options, free_model, plan_of(64, 64), 2), "auto: one micro-batch per window");
+
+  job::Workload dropout;
+  dropout.concurrency_need = "gpt.dropout = 0, got 0.1";
+  EXPECT_EQ(choice(options, dropout, eight_by_eight, 2),
+            "auto: one at a time; passes at once need gpt.dropout = 0, got 0.1");
+
+  job::TrainingJobOptions budget;
+  budget.memory_budget = int64_t{1} << 30;
+  EXPECT_NE(choice(budget, free_model, eight_by_eight, 2).find("under memory.budget"),
+            std::string::npos);
+
+  job::TrainingJobOptions threads;
+  threads.threads.openmp(2);
+  EXPECT_NE(choice(threads, free_model, eight_by_eight, 2).find("threads are set by hand"),
+            std::string::npos);
+  job::TrainingJobOptions blas;
+  blas.threads.blas(1);
+  EXPECT_NE(choice(blas, free_model, eight_by_eight, 2).find("threads are set by hand"),
+            std::string::npos);
+
+  job::TrainingJobOptions gpu;
+  gpu.device = c10::Device(c10::kCUDA, 0);
+  EXPECT_EQ(choice(gpu, free_model, eight_by_eight, 2),
+            "auto: one at a time on cuda:0 (concurrent passes share CPU cores)");
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -1,13 +1,20 @@
 // job/concurrency_choice: train.concurrent_micro_batches = "auto" takes 2 passes at once only
 // where they are allowed and pay (CPU, a model without BatchNorm writes or dropout draws, two or
-// more micro-batches per window, no memory budget, automatic threads, 2+ cores), 1 otherwise, and
-// says why either way.
+// more micro-batches per window, a small pass, no memory budget, automatic threads, 2+ cores), 1
+// otherwise, and says why either way.
 #include "bigbatch/job/concurrency_choice.h"
 
 #include <gtest/gtest.h>
 
 namespace bigbatch {
 namespace {
+
+/// A workload of a 4 x 4 linear layer (20 parameters): every pass is small.
+job::Workload small_workload() {
+  job::Workload w;
+  w.module = torch::nn::Linear(4, 4).ptr();
+  return w;
+}
 
 engine::Plan plan_of(int64_t global_batch, int64_t micro_batch) {
   return engine::resolve_plan(
@@ -16,7 +23,7 @@ engine::Plan plan_of(int64_t global_batch, int64_t micro_batch) {
 
 TEST(ConcurrencyChoice, TwoPassesOnTwoOrMoreCoresWhenNothingStandsInTheWay) {
   const job::TrainingJobOptions options;
-  const job::Workload w;
+  const job::Workload w = small_workload();
   const job::ConcurrencyChoice two =
       job::choose_concurrent_micro_batches(options, w, plan_of(64, 8), 2);
   EXPECT_EQ(two.passes, 2);
@@ -30,7 +37,7 @@ TEST(ConcurrencyChoice, TwoPassesOnTwoOrMoreCoresWhenNothingStandsInTheWay) {
 }
 
 TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
-  const job::Workload free_model;
+  const job::Workload free_model = small_workload();
   const engine::Plan eight_by_eight = plan_of(64, 8);
   const auto choice = [&](const job::TrainingJobOptions& options, const job::Workload& w,
                           const engine::Plan& plan, int64_t cores) {
@@ -43,10 +50,20 @@ TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
             "auto: one at a time: 1 core per process");
   EXPECT_EQ(choice(options, free_model, plan_of(64, 64), 2), "auto: one micro-batch per window");
 
-  job::Workload dropout;
+  job::Workload dropout = small_workload();
   dropout.concurrency_need = "gpt.dropout = 0, got 0.1";
   EXPECT_EQ(choice(options, dropout, eight_by_eight, 2),
             "auto: one at a time; passes at once need gpt.dropout = 0, got 0.1");
+
+  // 1,001,000 parameters x 8 micro-batch x 1,024 tokens x 6 = 49.2 GFLOP per pass.
+  job::Workload large;
+  large.module = torch::nn::Linear(1000, 1000).ptr();
+  large.attention_keys = 1024;
+  EXPECT_DOUBLE_EQ(job::pass_flops(large, 8), 6.0 * 1001000 * 8 * 1024);
+  EXPECT_EQ(choice(options, large, eight_by_eight, 2),
+            "auto: one at a time: a pass is large (about 49 GFLOP), a second one at once would "
+            "add its activations for little");
+  EXPECT_DOUBLE_EQ(job::pass_flops(free_model, 8), 6.0 * 20 * 8);  // no attention: 8 rows
 
   job::TrainingJobOptions budget;
   budget.memory_budget = int64_t{1} << 30;

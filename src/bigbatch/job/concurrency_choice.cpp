@@ -1,8 +1,19 @@
 #include "bigbatch/job/concurrency_choice.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "bigbatch/core/check.h"
 
 namespace bigbatch::job {
+
+double pass_flops(const Workload& w, int64_t micro_batch) {
+  int64_t parameters = 0;
+  for (const torch::Tensor& parameter : w.module->parameters())
+    parameters += parameter.numel();
+  const int64_t rows = micro_batch * std::max<int64_t>(1, w.attention_keys);
+  return 6.0 * static_cast<double>(parameters) * static_cast<double>(rows);
+}
 
 ConcurrencyChoice choose_concurrent_micro_batches(const TrainingJobOptions& options,
                                                   const Workload& w, const engine::Plan& plan,
@@ -15,6 +26,11 @@ ConcurrencyChoice choose_concurrent_micro_batches(const TrainingJobOptions& opti
     return one("one at a time; passes at once need " + w.concurrency_need);
   if (plan.accum_steps < 2)
     return one("one micro-batch per window");
+  const double flops = pass_flops(w, plan.micro_batch);
+  if (flops > kMostFlopsForConcurrentPasses) {
+    return one(cat("one at a time: a pass is large (about ", std::lround(flops / 1e9),
+                   " GFLOP), a second one at once would add its activations for little"));
+  }
   if (options.memory_budget > 0)
     return one("one at a time under memory.budget: one pass's activations, not two");
   if (options.threads.openmp() != 0 || options.threads.blas() != 0)

@@ -11,6 +11,15 @@
 
 namespace bigbatch::job {
 
+/// The largest estimated pass (pass_flops) auto runs two of at once: below it a second pass gained
+/// 7-95% on 2 cores, above it (60 GFLOP and more) 0-6% for a whole pass's activations more
+/// (docs/TRAINING.md).
+constexpr double kMostFlopsForConcurrentPasses = 10e9;
+
+/// A forward + backward pass's FLOPs as 6 x parameters x rows, rows = micro_batch x
+/// Workload::attention_keys (tokens) for a model with attention, micro_batch otherwise.
+double pass_flops(const Workload& w, int64_t micro_batch);
+
 /// What "auto" chose and why, for the plan table.
 struct ConcurrencyChoice {
   int64_t passes = 1;  ///< engine::TrainerOptions::concurrent_micro_batches
@@ -18,7 +27,8 @@ struct ConcurrencyChoice {
 };
 
 /// auto's rule: 2 passes at once on the CPU when the workload allows it (Workload::
-/// concurrency_need empty), a rank's window holds 2 or more micro-batches, no memory budget is set
+/// concurrency_need empty), a rank's window holds 2 or more micro-batches, a pass is small
+/// (pass_flops <= kMostFlopsForConcurrentPasses), no memory budget is set
 /// (a budget puts memory first: one pass's activations at a time), the threads are automatic, and
 /// the process has `cores` >= 2 (its share of the machine: available_cores() / ranks on it); 1
 /// otherwise. On 2 cores two

@@ -132,6 +132,14 @@ TEST(BuiltinWorkload, BuildsTheSpecsModel) {
       config_with({"model.kind=resnet", "model.norm_policy=group"}).model, image_data(4));
   EXPECT_EQ(nn::count_batch_norms(*group.module), 0);
   EXPECT_NE(group.description.find("group norm (BatchNorm replaced"), std::string::npos);
+  // What concurrent passes need, and how large a pass is: GroupNorm allows them; a 6 x 6 image
+  // spans 36 positions.
+  EXPECT_EQ(group.concurrency_need, "");
+  EXPECT_EQ(group.positions_per_sample, 36);
+  const job::Workload batch_norm =
+      job::build_builtin_workload(config_with({"model.kind=resnet"}).model, image_data(4));
+  EXPECT_NE(batch_norm.concurrency_need.find("a model without BatchNorm"), std::string::npos);
+  EXPECT_EQ(gpt_workload.positions_per_sample, 0);  // its attention_keys count instead
 }
 
 }  // namespace

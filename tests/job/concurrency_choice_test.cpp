@@ -64,6 +64,10 @@ TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
             "auto: one at a time: a pass is large (about 49 GFLOP), a second one at once would "
             "add its activations for little");
   EXPECT_DOUBLE_EQ(job::pass_flops(free_model, 8), 6.0 * 20 * 8);  // no attention: 8 rows
+  job::Workload images = small_workload();
+  images.positions_per_sample = 28 * 28;  // pixels count as rows, before attention_keys
+  images.attention_keys = 5;
+  EXPECT_DOUBLE_EQ(job::pass_flops(images, 8), 6.0 * 20 * 8 * 784);
 
   job::TrainingJobOptions budget;
   budget.memory_budget = int64_t{1} << 30;

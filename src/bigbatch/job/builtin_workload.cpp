@@ -196,6 +196,8 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
   }
   w.add_model_rows = model_rows(options, batch_norms);
   w.concurrency_need = concurrency_need(options);
+  if (options.kind == ModelKind::kResnet)
+    w.positions_per_sample = spec.image.height * spec.image.width;
   if (model.gpt && options.sample.max_new_bytes() > 0) {
     w.generate_sample = [gpt = model.gpt, prompt = options.prompt,
                          sample = options.sample]() mutable {

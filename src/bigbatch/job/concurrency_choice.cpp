@@ -11,7 +11,9 @@ double pass_flops(const Workload& w, int64_t micro_batch) {
   int64_t parameters = 0;
   for (const torch::Tensor& parameter : w.module->parameters())
     parameters += parameter.numel();
-  const int64_t rows = micro_batch * std::max<int64_t>(1, w.attention_keys);
+  const int64_t positions =
+      w.positions_per_sample > 0 ? w.positions_per_sample : std::max<int64_t>(1, w.attention_keys);
+  const int64_t rows = micro_batch * positions;
   return 6.0 * static_cast<double>(parameters) * static_cast<double>(rows);
 }
 

@@ -16,8 +16,9 @@ namespace bigbatch::job {
 /// (docs/TRAINING.md).
 constexpr double kMostFlopsForConcurrentPasses = 10e9;
 
-/// A forward + backward pass's FLOPs as 6 x parameters x rows, rows = micro_batch x
-/// Workload::attention_keys (tokens) for a model with attention, micro_batch otherwise.
+/// A forward + backward pass's FLOPs as 6 x parameters x rows, rows = micro_batch x positions:
+/// Workload::positions_per_sample (pixels), else Workload::attention_keys (tokens), else 1. An
+/// upper bound for a convolutional net, whose later layers see fewer positions.
 double pass_flops(const Workload& w, int64_t micro_batch);
 
 /// What "auto" chose and why, for the plan table.

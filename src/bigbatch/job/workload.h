@@ -44,6 +44,9 @@ struct Workload {
   /// got 0.1: ...". Empty when it can (engine::TrainerOptions::concurrent_micro_batches > 1, and
   /// TrainingJobOptions::auto_concurrent_micro_batches may choose it).
   std::string concurrency_need;
+  /// Positions a sample's activations span (the pixels of an image) for auto's estimate of a
+  /// pass (job::pass_flops); 0 = attention_keys, or 1 without attention.
+  int64_t positions_per_sample = 0;
   /// Extra rows of the plan table's model section (precision, checkpointing, norm policy, ...),
   /// given the resolved plan; may be empty.
   std::function<void(Table&, const engine::Plan&)> add_model_rows;

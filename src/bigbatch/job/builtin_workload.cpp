@@ -4,6 +4,7 @@
 #include "bigbatch/data/context_dataset.h"
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/data/sequence_dataset.h"
+#include "bigbatch/job/concurrency_choice.h"
 #include "bigbatch/nn/norm.h"
 
 namespace bigbatch::job {
@@ -224,9 +225,7 @@ std::string concurrency_need(const BuiltinModelOptions& options) {
                                                             : 0.0;
   if (dropout == 0.0)
     return "";
-  return cat(models::to_string(options.kind), ".dropout = 0, got ", dropout,
-             ": concurrent micro-batches would draw their dropout masks in an order that depends "
-             "on the threads' timing");
+  return dropout_concurrency_need(models::to_string(options.kind) + ".dropout", dropout);
 }
 
 MatmulBackend builtin_backend(ModelKind kind) {

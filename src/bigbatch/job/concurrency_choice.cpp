@@ -4,13 +4,18 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/models/model_info.h"
 
 namespace bigbatch::job {
 
+std::string dropout_concurrency_need(const std::string& key, double probability) {
+  return cat(key, " = 0, got ", probability,
+             ": concurrent micro-batches would draw their dropout masks in an order that depends "
+             "on the threads' timing");
+}
+
 double pass_flops(const Workload& w, int64_t micro_batch) {
-  int64_t parameters = 0;
-  for (const torch::Tensor& parameter : w.module->parameters())
-    parameters += parameter.numel();
+  const int64_t parameters = models::parameter_count(*w.module);
   const int64_t positions =
       w.positions_per_sample > 0 ? w.positions_per_sample : std::max<int64_t>(1, w.attention_keys);
   const int64_t rows = micro_batch * positions;

@@ -11,6 +11,11 @@
 
 namespace bigbatch::job {
 
+/// Workload::concurrency_need of a dropout set by `key` to `probability` (> 0): "gpt.dropout = 0,
+/// got 0.1: concurrent micro-batches would draw their dropout masks in an order that depends on
+/// the threads' timing".
+std::string dropout_concurrency_need(const std::string& key, double probability);
+
 /// The largest estimated pass (pass_flops) auto runs two of at once: below it a second pass gained
 /// 7-95% on 2 cores, above it (60 GFLOP and more) 0-6% for a whole pass's activations more
 /// (docs/TRAINING.md).

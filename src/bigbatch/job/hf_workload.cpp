@@ -15,6 +15,7 @@
 #include "bigbatch/data/shuffle.h"
 #include "bigbatch/data/text_files.h"
 #include "bigbatch/data/token_datasets.h"
+#include "bigbatch/job/concurrency_choice.h"
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/nn/mode_guard.h"
 #include "bigbatch/text/conversation.h"
@@ -309,9 +310,8 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
     w.concurrency_need = cat("a model without dropout: ", options.model_path, "/config.json has ",
                              dropouts, " (or run one micro-batch at a time)");
   } else if (options.adapter.lora && options.adapter.lora_options.dropout() > 0.0) {
-    w.concurrency_need = cat("adapter.dropout = 0, got ", options.adapter.lora_options.dropout(),
-                             ": concurrent micro-batches would draw their dropout masks in an "
-                             "order that depends on the threads' timing");
+    w.concurrency_need =
+        dropout_concurrency_need("adapter.dropout", options.adapter.lora_options.dropout());
   }
 
   const int64_t pad = hf_pad_id(*tokenizer);

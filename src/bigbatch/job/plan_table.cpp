@@ -152,8 +152,8 @@ void add_run_section(Table& table, const TrainingJobOptions& options, const Plan
     table.add("concurrent", std::to_string(concurrent), facts.concurrency);
   } else if (concurrent > 1) {
     table.add("concurrent", std::to_string(concurrent),
-              "micro-batches of a window run at once, one per thread; their activations exist "
-              "at once");
+              "micro-batches of a window run at once, each on its share of the cores; their "
+              "activations exist at once");
   }
   table.add("run_dir", facts.run_dir.empty() ? "(not written)" : facts.run_dir);
 }

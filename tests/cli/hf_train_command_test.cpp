@@ -218,6 +218,45 @@ void edit_json(const fs::path& path, const std::function<void(nlohmann::json&)>&
   std::ofstream(path) << json.dump(1);
 }
 
+TEST(HfTrainCommand, TheTinyBertSkipsItsPaddingToTheLossesOfComputingIt) {
+  testing::TempDir dir;
+  // Texts of 1 to 12 words: most rows of a micro-batch are padded.
+  for (int label = 0; label < 2; ++label) {
+    for (int i = 0; i < 12; ++i) {
+      std::string text = label == 0 ? "sun" : "moon";
+      for (int word = 0; word < i; ++word)
+        text += " word" + std::to_string(word);
+      dir.write("texts/class" + std::to_string(label) + "/" + std::to_string(i) + ".txt", text);
+    }
+  }
+  const std::string model = edited_model(dir, "tiny-bert", [](const fs::path& d) {
+    edit_json(d / "config.json", [](nlohmann::json& c) {
+      c["hidden_dropout_prob"] = 0.0;
+      c["attention_probs_dropout_prob"] = 0.0;
+    });
+  });
+  std::vector<double> losses[2];
+  for (int skip = 0; skip <= 1; ++skip) {
+    const std::string run_dir = (dir.path() / ("run" + std::to_string(skip))).string();
+    const Result r =
+        run("train " + hf_settings("tiny-bert") + "-s model.path=" + model +
+            " -s data.path=" + (dir.path() / "texts").string() +
+            " -s data.min_per_class=5 -s train.steps=4 -s train.eval_every=0 -s hf.skip_padding=" +
+            (skip == 1 ? "true" : "false") + " --run-dir " + run_dir);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr(skip == 1 ? "hf.skip_padding: the encoder computes only the real"
+                                    : "hf.skip_padding = false: every padded position"));
+    for (const nlohmann::json& step : records(run_dir, "window"))
+      losses[skip].push_back(step["loss"].get<double>());
+  }
+  ASSERT_EQ(losses[0].size(), 4u);
+  ASSERT_EQ(losses[1].size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5 * std::abs(losses[0][i])) << "window " << i;
+  EXPECT_NE(losses[0], losses[1]);  // the same losses, not the same computation
+}
+
 TEST(HfTrainCommand, BadModelDirectoriesAndSettingsExitWith2AndWriteNothing) {
   testing::TempDir dir;
   const auto expect_refused = [&](const std::string& settings, const std::string& message) {

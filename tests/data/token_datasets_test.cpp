@@ -114,5 +114,16 @@ TEST(TokenClassificationDataset, PaddedToTheLongestWithClassTargets) {
               HasSubstr("label 2 of sequence 0 is outside [0, 2)"));
 }
 
+TEST(TokenClassificationDataset, TheCostliestSamplesAreTheLongestTexts) {
+  const TokenClassificationDataset data({{1, 2}, {1, 2, 3, 4}, {1}, {1, 2, 3, 4}, {1, 2, 3}},
+                                        {0, 0, 0, 0, 0}, {"a"}, TokenDatasetOptions(8));
+  EXPECT_EQ(data.costliest_samples(3), (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(data.costliest_samples(9), (std::vector<int64_t>{1, 3, 4, 0, 2}));
+  // A dataset of samples that all cost the same gives its first ones.
+  const PackedTokenDataset same(std::make_shared<const TokenIds>(TokenIds{1, 2, 3, 4, 5, 6, 7}),
+                                TokenDatasetOptions(2));
+  EXPECT_EQ(same.costliest_samples(2), (std::vector<int64_t>{0, 1}));
+}
+
 }  // namespace
 }  // namespace bigbatch::data

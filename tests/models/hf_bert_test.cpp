@@ -1,10 +1,12 @@
 // models::HfBert against Hugging Face transformers: the tiny random BERT classifier that
 // tests/hf/make_tiny_bert.py made (padding, token types), the same encoder saved as a BertModel
-// (no classifier: initialised afresh and reported), and unsupported configs named.
+// (no classifier: initialised afresh and reported), the padding skipped against computed, and
+// unsupported configs named.
 #include "bigbatch/models/hf_bert.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -87,6 +89,93 @@ TEST(HfBert, AClassifierForOtherClassesIsReplacedAndTheSameClassesKept) {
   EXPECT_EQ(other.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
   EXPECT_EQ(other.model->classifier->weight.sizes(), (std::vector<int64_t>{7, 32}));
   EXPECT_TRUE(torch::equal(other.model->pooler_dense->weight, same.model->pooler_dense->weight));
+}
+
+/// Logits of `model` and the gradients of every parameter for the sum of the logits times fixed
+/// weights, in training mode.
+struct Pass {
+  torch::Tensor logits;
+  std::vector<torch::Tensor> grads;
+};
+
+Pass train_pass(HfBert& model, const torch::Tensor& ids, const torch::Tensor& mask) {
+  model->train();
+  model->zero_grad();
+  Pass pass;
+  pass.logits = model->forward(ids, mask);  // (B, 3)
+  (pass.logits * torch::linspace(-1.0, 2.0, pass.logits.numel()).view(pass.logits.sizes()))
+      .sum()
+      .backward();
+  for (const torch::Tensor& parameter : model->parameters())
+    pass.grads.push_back(parameter.grad().clone());
+  return pass;
+}
+
+/// Each gradient within `tolerance` of the largest gradient element (the keys' biases have
+/// gradients of rounding size only: softmax ignores what every key adds alike).
+void expect_close(const Pass& skipped, const Pass& computed, double tolerance) {
+  EXPECT_LE(testing::relative_difference(skipped.logits, computed.logits), tolerance);
+  ASSERT_EQ(skipped.grads.size(), computed.grads.size());
+  double largest = 0.0;
+  for (const torch::Tensor& grad : computed.grads)
+    largest = std::max(largest, grad.abs().max().item<double>());
+  for (size_t i = 0; i < skipped.grads.size(); ++i) {
+    EXPECT_LE((skipped.grads[i] - computed.grads[i]).abs().max().item<double>(),
+              tolerance * largest)
+        << "parameter " << i;
+  }
+}
+
+/// A random BERT of 3 layers without dropout: training passes repeat exactly.
+HfBert bert_without_dropout() {
+  torch::manual_seed(2);
+  return HfBert(HfBertConfig()
+                    .vocab_size(99)
+                    .hidden_size(32)
+                    .num_hidden_layers(3)
+                    .num_attention_heads(4)
+                    .intermediate_size(64)
+                    .hidden_dropout_prob(0.0)
+                    .attention_probs_dropout_prob(0.0)
+                    .classifier_dropout(0.0)
+                    .num_labels(3));
+}
+
+TEST(HfBert, SkippingThePaddingGivesTheLogitsAndGradientsOfThePaddedEncoder) {
+  HfBert model = bert_without_dropout();
+  model->set_checkpointing(nn::parse_checkpoint_policy("every:2", "hf.checkpointing"));
+  torch::manual_seed(3);
+  const torch::Tensor lengths = torch::tensor({12, 5, 2, 9, 1}, torch::kLong);
+  const torch::Tensor mask = torch::arange(12).unsqueeze(0).lt(lengths.unsqueeze(1));  // (5, 12)
+  const torch::Tensor ids = torch::randint(1, 99, {5, 12}, torch::kLong).mul(mask);    // pad 0
+  ASSERT_TRUE(model->skip_padding());
+  const Pass skipped = train_pass(model, ids, mask);
+  model->set_skip_padding(false);
+  const Pass computed = train_pass(model, ids, mask);
+  expect_close(skipped, computed, 1e-5);
+  // Not the same computation: the padded encoder's sums run in another order.
+  EXPECT_FALSE(torch::equal(skipped.logits, computed.logits));
+}
+
+TEST(HfBert, PaddingBeforeTheFirstTokenOrTooLittleOfItIsComputed) {
+  HfBert model = bert_without_dropout();
+  torch::manual_seed(4);
+  const torch::Tensor ids = torch::randint(1, 99, {2, 10}, torch::kLong);
+  // Left padding: transformers pools position 0 whatever it holds.
+  torch::Tensor left = torch::ones({2, 10}, torch::kLong);
+  left.index_put_({1, torch::indexing::Slice(0, 4)}, 0);
+  // One padded position in 20: packing would cost more than it saves.
+  torch::Tensor little = torch::ones({2, 10}, torch::kLong);
+  little[1][9] = 0;
+  for (const torch::Tensor& mask : {left, little}) {
+    model->set_skip_padding(true);
+    const Pass skipped = train_pass(model, ids, mask);
+    model->set_skip_padding(false);
+    const Pass computed = train_pass(model, ids, mask);
+    EXPECT_TRUE(torch::equal(skipped.logits, computed.logits));
+    for (size_t i = 0; i < skipped.grads.size(); ++i)
+      EXPECT_TRUE(torch::equal(skipped.grads[i], computed.grads[i])) << i;
+  }
 }
 
 std::string config_error(const std::function<void(nlohmann::json&)>& edit) {

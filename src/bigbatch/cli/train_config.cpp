@@ -439,6 +439,9 @@ void read_hf(ConfigReader& c, TrainConfig& t) {
                          "tokens per sample; 0 = 128 (classification) or 256 (causal LM), at "
                          "most the model's positions");
   hf.checkpointing = read_checkpointing(c, "hf");
+  hf.skip_padding = c.get_bool("hf.skip_padding", hf.skip_padding,
+                               "classification (bert): compute only the real tokens of padded "
+                               "texts; the same results up to float rounding, less work");
   const std::string adapter = c.get_choice("adapter.kind", "none", {"none", "lora"},
                                            "none = every weight trains; lora = low-rank "
                                            "adapters on frozen pretrained weights");

@@ -33,6 +33,10 @@ class Dataset {
   virtual Batch get(const std::vector<int64_t>& indices) const = 0;
   /// One line for the plan table, for example "3,412 sequences of 64 bytes".
   virtual std::string describe() const = 0;
+  /// Indices of `count` samples (at most size()) that together cost a model the most work and
+  /// memory, for trials of a micro-batch size (job::search_micro_batch). Default: the first
+  /// `count`, for datasets whose samples all cost the same.
+  virtual std::vector<int64_t> costliest_samples(int64_t count) const;
 };
 
 }  // namespace bigbatch::data

@@ -1,6 +1,7 @@
 #include "bigbatch/data/token_datasets.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "bigbatch/core/check.h"
@@ -161,6 +162,17 @@ Batch TokenClassificationDataset::get(const std::vector<int64_t>& indices) const
     target_rows[b] = labels_[i];
   }
   return {inputs, targets};
+}
+
+std::vector<int64_t> TokenClassificationDataset::costliest_samples(int64_t count) const {
+  std::vector<int64_t> indices(sequences_.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  const size_t chosen = static_cast<size_t>(std::clamp<int64_t>(count, 0, size()));
+  std::stable_sort(indices.begin(), indices.end(), [this](int64_t a, int64_t b) {
+    return sequences_[static_cast<size_t>(a)].size() > sequences_[static_cast<size_t>(b)].size();
+  });
+  indices.resize(chosen);
+  return indices;
 }
 
 std::string TokenClassificationDataset::describe() const {

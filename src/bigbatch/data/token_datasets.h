@@ -108,6 +108,9 @@ class TokenClassificationDataset : public Dataset {
   Batch get(const std::vector<int64_t>& indices) const override;
   /// For example "1,200 texts of up to 128 tokens, 20 classes".
   std::string describe() const override;
+  /// The `count` longest texts, first in order among equals: a model that skips padding
+  /// (hf.skip_padding) costs the most on them.
+  std::vector<int64_t> costliest_samples(int64_t count) const override;
   /// Class names by class id.
   const std::vector<std::string>& class_names() const { return class_names_; }
   /// T: the longest sequence.

@@ -304,6 +304,8 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
     model.module()->to(torch::kFloat64);
   const std::string adapter_row = adapt(model, options.adapter);
   model.set_checkpointing(options.checkpointing);
+  if (model.bert)
+    model.bert->set_skip_padding(options.skip_padding);
   w.module = model.module();
   w.attention_keys = context;
   if (const std::string dropouts = model.dropouts(); !dropouts.empty()) {
@@ -352,6 +354,12 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
               checkpointing.mode == nn::CheckpointMode::kNone
                   ? "activations kept for backward"
                   : "recomputed in backward: less memory, more time");
+    if (classification) {
+      table.add("padding", options.skip_padding ? "skipped" : "computed",
+                options.skip_padding
+                    ? "hf.skip_padding: the encoder computes only the real tokens of a micro-batch"
+                    : "hf.skip_padding = false: every padded position is computed too");
+    }
   };
   if (parts != nullptr)
     *parts = {model, tokenizer, classes.class_names};

@@ -37,6 +37,9 @@ struct HfWorkloadOptions {
   /// position limit.
   int64_t context = 0;
   nn::CheckpointPolicy checkpointing;  ///< per transformer layer
+  /// Classification (bert): the encoder computes the real tokens only (models::HfBert's
+  /// set_skip_padding), else every padded position too.
+  bool skip_padding = true;
   HfAdapterOptions adapter;
   bool float64 = false;  ///< parameters in float64 (exactness tests), else float32
   /// Classification (bert): a directory of fortune files or of one folder of text files per

@@ -1,7 +1,5 @@
 #include "bigbatch/job/micro_batch_trial.h"
 
-#include <numeric>
-
 #include "bigbatch/core/device.h"
 #include "bigbatch/core/rng_state.h"
 #include "bigbatch/nn/norm.h"
@@ -38,9 +36,8 @@ engine::MicroBatchSearchResult search_micro_batch(const Workload& w,
       if (parameter.requires_grad())
         parameter.mutable_grad() = torch::zeros_like(parameter);
     }
-    std::vector<int64_t> indices(static_cast<size_t>(micro_batch));
-    std::iota(indices.begin(), indices.end(), 0);
-    const data::Batch batch = data::to_device(w.train->get(indices), device);
+    const data::Batch batch =
+        data::to_device(w.train->get(w.train->costliest_samples(micro_batch)), device);
     if (options.concurrent_micro_batches() == 1) {
       w.objective->loss_sum(batch).backward();
     } else {

@@ -30,10 +30,11 @@ struct MicroBatchTrialOptions {
   TORCH_ARG(int64_t, concurrent_micro_batches) = 1;
 };
 
-/// Runs the micro-batch search with forward + backward trials on the first training samples
-/// (with gradients already held, as inside a window; with concurrent_micro_batches = N, N
-/// passes' graphs and gradients at once), leaving the model, its gradients and buffers and the
-/// random generators as they were. The memory tracker must be installed.
+/// Runs the micro-batch search with forward + backward trials on the costliest training samples
+/// (data::Dataset::costliest_samples), with gradients already held as inside a window (with
+/// concurrent_micro_batches = N, N passes' graphs and gradients at once), leaving the model, its
+/// gradients and buffers and the random generators as they were. The memory tracker must be
+/// installed.
 engine::MicroBatchSearchResult search_micro_batch(const Workload& w,
                                                   const MicroBatchTrialOptions& options);
 

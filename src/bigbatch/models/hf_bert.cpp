@@ -83,13 +83,39 @@ torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::Attenti
   const torch::Tensor y = nn::scaled_dot_product_attention(
       split(query->forward(x)), split(key->forward(x)), split(value->forward(x)), mask,
       config_.attention_probs_dropout_prob(), is_training());  // (B, H, T, D)
-  const torch::Tensor attended = attention_dense->forward(y.transpose(1, 2).reshape(x.sizes()));
+  return after_attention(x, attention_dense->forward(y.transpose(1, 2).reshape(x.sizes())));
+}
+
+torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::PackedTokens& tokens,
+                                       bool first_only) {
+  const int64_t hidden = x.size(1);
+  const int64_t heads = config_.num_attention_heads();
+  const auto heads_of = [&](const torch::Tensor& rows) {  // (B, length, C) -> (B, H, length, D)
+    return rows.view({tokens.batch, rows.size(1), heads, hidden / heads}).transpose(1, 2);
+  };
+  const torch::Tensor queried = first_only ? x.index_select(0, tokens.first) : x;  // (B or N, C)
+  const torch::Tensor q = first_only ? query->forward(queried).unsqueeze(1)        // (B, 1, C)
+                                     : tokens.to_rows(query->forward(x));          // (B, L, C)
+  const int64_t queries = q.size(1);
+  const torch::Tensor y = nn::scaled_dot_product_attention(
+      heads_of(q), heads_of(tokens.to_rows(key->forward(x))),
+      heads_of(tokens.to_rows(value->forward(x))), nn::AttentionMask{false, tokens.padding},
+      config_.attention_probs_dropout_prob(), is_training());  // (B, H, queries, D)
+  const torch::Tensor merged =
+      y.transpose(1, 2).reshape({tokens.batch, queries, hidden});  // (B, queries, C)
+  const torch::Tensor attended =
+      first_only ? merged.squeeze(1) : tokens.from_rows(merged);  // (B or N, C)
+  return after_attention(queried, attention_dense->forward(attended));
+}
+
+torch::Tensor HfBertLayerImpl::after_attention(const torch::Tensor& x,
+                                               const torch::Tensor& attended) {
   const torch::Tensor a = attention_norm->forward(
-      maybe_dropout(attended, config_.hidden_dropout_prob(), is_training()) + x);  // (B, T, C)
-  const torch::Tensor h = torch::gelu(intermediate_dense->forward(a));             // (B, T, I)
+      maybe_dropout(attended, config_.hidden_dropout_prob(), is_training()) + x);  // (..., C)
+  const torch::Tensor h = torch::gelu(intermediate_dense->forward(a));             // (..., I)
   return output_norm->forward(
       maybe_dropout(output_dense->forward(h), config_.hidden_dropout_prob(), is_training()) +
-      a);  // (B, T, C)
+      a);  // (..., C)
 }
 
 HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
@@ -122,34 +148,67 @@ void HfBertImpl::set_checkpointing(nn::CheckpointPolicy policy) {
   checkpointing_ = policy;
 }
 
+torch::Tensor HfBertImpl::embed(const torch::Tensor& ids, const torch::Tensor& types,
+                                const torch::Tensor& positions) {
+  const torch::Tensor x = word_embeddings->forward(ids) + token_type_embeddings->forward(types) +
+                          position_embeddings->forward(positions);  // (..., C)
+  return maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
+}
+
 torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
                                  const torch::Tensor& attention_mask,
                                  const torch::Tensor& token_type_ids) {
-  check_input_ids(input_ids, "BERT", "max_position_embeddings", config_.max_position_embeddings());
-  const int64_t time = input_ids.size(1);
-  BB_CHECK_INPUT(!token_type_ids.defined() || token_type_ids.sizes() == input_ids.sizes(),
-                 "BERT's token_type_ids must have the shape of input_ids ", input_ids.sizes(),
-                 ", got ", token_type_ids.sizes());
+  const torch::Tensor types = checked_token_types(input_ids, token_type_ids);  // (B, T)
   const nn::AttentionMask mask =
       attention_mask_of(attention_mask, input_ids, /*causal=*/false, "BERT");
-  const torch::Tensor positions = torch::arange(
-      time, torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
-  const torch::Tensor types =
-      token_type_ids.defined() ? token_type_ids : torch::zeros_like(input_ids);  // (B, T)
-  torch::Tensor x = word_embeddings->forward(input_ids) + token_type_embeddings->forward(types) +
-                    position_embeddings->forward(positions);  // (B, T, C)
-  x = maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
-  return run_layers(layer, checkpointing_, is_training(), x,
+  const torch::Tensor positions =
+      torch::arange(input_ids.size(1),
+                    torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
+  return run_layers(layer, checkpointing_, is_training(), embed(input_ids, types, positions),
                     [layers = layer, mask](size_t i, const torch::Tensor& in) {
                       return layers->ptr(i)->as<HfBertLayer>()->forward(in, mask);  // (B, T, C)
                     });
 }
 
+torch::Tensor HfBertImpl::encode_first_tokens(const torch::Tensor& input_ids,
+                                              const torch::Tensor& attention_mask,
+                                              const torch::Tensor& token_type_ids) {
+  const torch::Tensor types = checked_token_types(input_ids, token_type_ids);  // (B, T)
+  const nn::PackedTokens tokens = nn::pack_tokens(attention_mask);
+  const torch::Tensor x = embed(tokens.pack(input_ids), tokens.pack(types), tokens.positions);
+  // The last layer computes the first tokens only: nothing reads the others' outputs.
+  return run_layers(layer, checkpointing_, is_training(), x,
+                    [layers = layer, tokens](size_t i, const torch::Tensor& in) {
+                      const bool last = i + 1 == layers->size();
+                      return layers->ptr(i)->as<HfBertLayer>()->forward(in, tokens, last);
+                    });  // (B, C)
+}
+
+torch::Tensor HfBertImpl::checked_token_types(const torch::Tensor& input_ids,
+                                              const torch::Tensor& token_type_ids) const {
+  check_input_ids(input_ids, "BERT", "max_position_embeddings", config_.max_position_embeddings());
+  BB_CHECK_INPUT(!token_type_ids.defined() || token_type_ids.sizes() == input_ids.sizes(),
+                 "BERT's token_type_ids must have the shape of input_ids ", input_ids.sizes(),
+                 ", got ", token_type_ids.sizes());
+  return token_type_ids.defined() ? token_type_ids : torch::zeros_like(input_ids);  // (B, T)
+}
+
+bool HfBertImpl::packs(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) const {
+  if (!skip_padding_ || !attention_mask.defined() || attention_mask.sizes() != input_ids.sizes() ||
+      input_ids.dim() != 2 || input_ids.size(1) == 0)
+    return false;
+  // transformers pools position 0 even where it is padding; only a real [CLS] is packed.
+  return attention_mask.select(1, 0).ne(0).all().item<bool>() && nn::worth_packing(attention_mask);
+}
+
 torch::Tensor HfBertImpl::forward(const torch::Tensor& input_ids,
                                   const torch::Tensor& attention_mask,
                                   const torch::Tensor& token_type_ids) {
-  const torch::Tensor cls = encode(input_ids, attention_mask, token_type_ids).select(1, 0);
-  const torch::Tensor pooled = torch::tanh(nn::linear(pooler_dense, cls));  // (B, C)
+  const torch::Tensor cls =
+      packs(input_ids, attention_mask)
+          ? encode_first_tokens(input_ids, attention_mask, token_type_ids)
+          : encode(input_ids, attention_mask, token_type_ids).select(1, 0);  // (B, C)
+  const torch::Tensor pooled = torch::tanh(nn::linear(pooler_dense, cls));   // (B, C)
   return nn::linear(classifier, maybe_dropout(pooled, config_.classifier_dropout(), is_training()));
 }
 
@@ -166,12 +225,11 @@ LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
   }
   LoadedHfBert loaded;
   loaded.model = HfBert(config);
-  loaded.fresh = load_hf_weights(*loaded.model, io::read_hf_weights(directory),
-                                 HfLoadOptions()
-                                     .optional_prefix("bert.")
-                                     .ignored_suffixes(ignored)
-                                     .fresh_prefixes({"classifier.", "bert.pooler."}),
-                                 directory);
+  loaded.fresh = load_hf_weights(
+      *loaded.model, io::read_hf_weights(directory),
+      HfLoadOptions().optional_prefix("bert.").ignored_suffixes(ignored).fresh_prefixes(
+          {"classifier.", "bert.pooler."}),
+      directory);
   return loaded;
 }
 

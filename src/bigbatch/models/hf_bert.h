@@ -12,6 +12,7 @@
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/lora.h"
+#include "bigbatch/nn/packed_tokens.h"
 #include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
@@ -49,6 +50,10 @@ class HfBertLayerImpl : public torch::nn::Module {
   explicit HfBertLayerImpl(const HfBertConfig& config);
   /// x (B, T, C), the padding mask over the T keys -> (B, T, C)
   torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
+  /// The same layer on the real tokens only: x (N, C) of `tokens` -> (N, C). With `first_only`,
+  /// only each row's first token is computed, attending to every real token -> (B, C).
+  torch::Tensor forward(const torch::Tensor& x, const nn::PackedTokens& tokens,
+                        bool first_only = false);
 
   nn::AdaptedLinear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
   torch::nn::LayerNorm attention_norm{nullptr};
@@ -56,6 +61,9 @@ class HfBertLayerImpl : public torch::nn::Module {
   torch::nn::LayerNorm output_norm{nullptr};
 
  private:
+  /// What follows attention: x and the projected attention output, both (..., C) -> (..., C)
+  torch::Tensor after_attention(const torch::Tensor& x, const torch::Tensor& attended);
+
   HfBertConfig config_;
 };
 /// Module holder for HfBertLayerImpl.
@@ -70,7 +78,9 @@ class HfBertImpl : public torch::nn::Module {
   /// undefined; token_type_ids (B, T) or undefined (all 0) -> last hidden state (B, T, hidden)
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                        const torch::Tensor& token_type_ids = {});
-  /// The same inputs -> logits (B, num_labels)
+  /// The same inputs -> logits (B, num_labels). With skip_padding() and a mask worth packing
+  /// (nn::worth_packing) whose rows all start with a real token, the encoder runs on the real
+  /// tokens only (nn::PackedTokens): the same logits up to float rounding, less work.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         const torch::Tensor& token_type_ids = {});
   const HfBertConfig& config() const { return config_; }
@@ -79,6 +89,9 @@ class HfBertImpl : public torch::nn::Module {
   void set_checkpointing(nn::CheckpointPolicy policy);
   /// The checkpointing policy; CheckpointMode::kNone unless set_checkpointing was called.
   const nn::CheckpointPolicy& checkpointing() const { return checkpointing_; }
+  /// Whether forward() skips the padding (default true).
+  void set_skip_padding(bool skip) { skip_padding_ = skip; }
+  bool skip_padding() const { return skip_padding_; }
 
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
       token_type_embeddings{nullptr};
@@ -87,8 +100,23 @@ class HfBertImpl : public torch::nn::Module {
   torch::nn::Linear pooler_dense{nullptr}, classifier{nullptr};
 
  private:
+  /// Embeddings of ids, types and positions, all (...) int64 -> (..., C), normed
+  torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& types,
+                      const torch::Tensor& positions);
+  /// Checks input_ids (B, T) and token_type_ids -> token_type_ids, zeros where undefined
+  torch::Tensor checked_token_types(const torch::Tensor& input_ids,
+                                    const torch::Tensor& token_type_ids) const;
+  /// Whether forward() runs the encoder on the real tokens only (see forward()).
+  bool packs(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) const;
+  /// The first token's row of the last hidden state, computed on the real tokens only, and in the
+  /// last layer on the first tokens only -> (B, C)
+  torch::Tensor encode_first_tokens(const torch::Tensor& input_ids,
+                                    const torch::Tensor& attention_mask,
+                                    const torch::Tensor& token_type_ids);
+
   HfBertConfig config_;
   nn::CheckpointPolicy checkpointing_;
+  bool skip_padding_ = true;
 };
 /// Module holder for HfBertImpl.
 TORCH_MODULE(HfBert);

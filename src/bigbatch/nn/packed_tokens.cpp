@@ -1,0 +1,47 @@
+#include "bigbatch/nn/packed_tokens.h"
+
+#include "bigbatch/core/check.h"
+
+namespace bigbatch::nn {
+
+torch::Tensor PackedTokens::pack(const torch::Tensor& x) const {
+  return x.flatten(0, 1).index_select(0, real);  // (N, ...)
+}
+
+torch::Tensor PackedTokens::to_rows(const torch::Tensor& x) const {
+  return torch::zeros({batch * longest, x.size(1)}, x.options())
+      .index_copy(0, slots, x)
+      .view({batch, longest, x.size(1)});  // (B, L, C)
+}
+
+torch::Tensor PackedTokens::from_rows(const torch::Tensor& rows) const {
+  return rows.reshape({batch * longest, rows.size(2)}).index_select(0, slots);  // (N, C)
+}
+
+PackedTokens pack_tokens(const torch::Tensor& attention_mask) {
+  BB_CHECK_INPUT(attention_mask.dim() == 2, "pack_tokens: the attention mask must be (B, T), got ",
+                 attention_mask.sizes());
+  PackedTokens p;
+  p.batch = attention_mask.size(0);
+  p.time = attention_mask.size(1);
+  const torch::Tensor is_real = attention_mask.ne(0);                 // (B, T)
+  const torch::Tensor lengths = is_real.sum(1, false, torch::kLong);  // (B)
+  const int64_t shortest = p.batch == 0 ? 1 : lengths.min().item<int64_t>();
+  BB_CHECK_INPUT(shortest >= 1, "pack_tokens: every row of the attention mask needs a real token, ",
+                 "got a row of padding only (lengths ", lengths, ")");
+  p.longest = p.batch == 0 ? 0 : lengths.max().item<int64_t>();
+  p.real = is_real.flatten().nonzero().squeeze(1);  // (N)
+  p.positions = p.real.remainder(p.time);
+  const torch::Tensor place = is_real.cumsum(1, torch::kLong).flatten().index_select(0, p.real) - 1;
+  p.slots = p.real.div(p.time, "floor") * p.longest + place;
+  p.padding = torch::arange(p.longest, lengths.options()).unsqueeze(0) >= lengths.unsqueeze(1);
+  p.first = lengths.cumsum(0) - lengths;
+  return p;
+}
+
+bool worth_packing(const torch::Tensor& attention_mask) {
+  const double real = attention_mask.ne(0).sum().item<double>();
+  return real <= kMostRealShareToPack * static_cast<double>(attention_mask.numel());
+}
+
+}  // namespace bigbatch::nn

@@ -1,0 +1,90 @@
+// nn::PackedTokens: where the real tokens of right-, left- and hole-padded rows go, packed and in
+// compact rows, the round trip of a tensor through them, and the masks refused.
+#include "bigbatch/nn/packed_tokens.h"
+
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace bigbatch::nn {
+namespace {
+
+torch::Tensor longs(std::vector<int64_t> values) {
+  return torch::tensor(values, torch::kLong);
+}
+
+TEST(PackedTokens, RealTokensOfEveryPaddingPatternAreFoundAndPlacedFirstInCompactRows) {
+  // Right padding, left padding, a hole, no padding.
+  const torch::Tensor mask = torch::tensor({1, 1, 1, 0, 0,  //
+                                            0, 0, 1, 1, 0,  //
+                                            1, 0, 1, 0, 1,  //
+                                            1, 1, 1, 1, 1},
+                                           torch::kLong)
+                                 .view({4, 5});
+  const PackedTokens p = pack_tokens(mask);
+  EXPECT_EQ(p.batch, 4);
+  EXPECT_EQ(p.time, 5);
+  EXPECT_EQ(p.longest, 5);
+  EXPECT_TRUE(torch::equal(p.real, longs({0, 1, 2, 7, 8, 10, 12, 14, 15, 16, 17, 18, 19})));
+  EXPECT_TRUE(torch::equal(p.positions, longs({0, 1, 2, 2, 3, 0, 2, 4, 0, 1, 2, 3, 4})));
+  EXPECT_TRUE(torch::equal(p.slots, longs({0, 1, 2, 5, 6, 10, 11, 12, 15, 16, 17, 18, 19})));
+  EXPECT_TRUE(torch::equal(p.first, longs({0, 3, 5, 8})));
+  EXPECT_TRUE(torch::equal(p.padding.to(torch::kLong), torch::tensor({0, 0, 0, 1, 1,  //
+                                                                      0, 0, 1, 1, 1,  //
+                                                                      0, 0, 0, 1, 1,  //
+                                                                      0, 0, 0, 0, 0},
+                                                                     torch::kLong)
+                                                           .view({4, 5})));
+}
+
+TEST(PackedTokens, ATensorGoesToCompactRowsAndBackUnchanged) {
+  const torch::Tensor mask =
+      torch::tensor({1, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0}, torch::kLong).view({3, 4});
+  const PackedTokens p = pack_tokens(mask);
+  ASSERT_EQ(p.longest, 3);
+  const torch::Tensor x = torch::randn({3, 4, 2});  // (B, T, C)
+  const torch::Tensor packed = p.pack(x);           // (N, C)
+  ASSERT_EQ(packed.sizes(), (std::vector<int64_t>{6, 2}));
+  EXPECT_TRUE(torch::equal(packed[2], x[1][0]));
+  EXPECT_TRUE(torch::equal(packed[5], x[2][0]));
+  const torch::Tensor rows = p.to_rows(packed);  // (B, L, C)
+  ASSERT_EQ(rows.sizes(), (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_TRUE(torch::equal(rows[0].slice(0, 0, 2), x[0].slice(0, 0, 2)));
+  EXPECT_TRUE(torch::equal(rows[1], x[1].slice(0, 0, 3)));
+  EXPECT_TRUE(torch::equal(rows[2][0], x[2][0]));
+  EXPECT_EQ(rows.masked_select(p.padding.unsqueeze(-1)).abs().sum().item<double>(), 0.0);
+  EXPECT_TRUE(torch::equal(p.from_rows(rows), packed));
+}
+
+TEST(PackedTokens, GradientsFlowBackThroughTheCompactRowsToTheRealTokensOnly) {
+  const torch::Tensor mask = torch::tensor({1, 1, 1, 0, 1, 0}, torch::kLong).view({2, 3});
+  const PackedTokens p = pack_tokens(mask);
+  const torch::Tensor x = torch::randn({2, 3, 4}, torch::requires_grad());
+  const torch::Tensor weights = torch::randn({2, 3, 4});
+  (p.from_rows(p.to_rows(p.pack(x))) * p.pack(weights)).sum().backward();
+  const torch::Tensor expected = weights * mask.unsqueeze(-1);
+  EXPECT_TRUE(torch::equal(x.grad(), expected));
+}
+
+TEST(PackedTokens, AMaskWithARowOfPaddingOnlyOrNotTwoDimensionalIsRefused) {
+  const std::string empty_row = testing::input_error_of([] {
+    pack_tokens(torch::tensor({1, 1, 0, 0}, torch::kLong).view({2, 2}));
+  });
+  EXPECT_NE(empty_row.find("every row of the attention mask needs a real token"), std::string::npos)
+      << empty_row;
+  const std::string flat =
+      testing::input_error_of([] { pack_tokens(torch::ones({4}, torch::kLong)); });
+  EXPECT_NE(flat.find("must be (B, T), got [4]"), std::string::npos) << flat;
+}
+
+TEST(PackedTokens, PackingIsWorthItUpToNineRealTokensInTen) {
+  torch::Tensor mask = torch::ones({2, 10}, torch::kLong);
+  EXPECT_FALSE(worth_packing(mask));
+  mask[1][9] = 0;
+  EXPECT_FALSE(worth_packing(mask));  // 19 of 20
+  mask[0][9] = 0;
+  EXPECT_TRUE(worth_packing(mask));  // 18 of 20
+}
+
+}  // namespace
+}  // namespace bigbatch::nn

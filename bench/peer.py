@@ -186,7 +186,10 @@ def train_flops_per_sample(model, inputs):
     attention's two batched products (scores q k^T and probs v: 2 x T^2 x C multiply-adds per
     layer, C = heads x head_dim; the causal mask is applied after the full products, so the full
     T x T is counted). Norms, activations, softmax, rotary embeddings, embeddings and the
-    optimizer are not counted."""
+    optimizer are not counted. Of a padded classifier's data (hf_models.ClassifiedTexts), only
+    the real tokens' share is counted (`real_share`, the mean over its training texts; applied
+    alike to attention's products, a small part): the work the model needs, which a side that
+    skips padding does alone."""
     macs = []
 
     def hook(module, args, output):
@@ -482,6 +485,7 @@ def setup(args):
         out.flush()
 
     flops = train_flops_per_sample(model, data.get(windows.order[:1].to(device))[0])
+    flops *= getattr(data, "real_share", 1.0)
     per_sample = data.context if token_loss else 1  # what data.get counts
     return argparse.Namespace(
         args=args, cuda=cuda, device=device, attention=attention, model=model, data=data,

@@ -94,6 +94,8 @@ class ClassifiedTexts:
         self.ids = padded(sequences, self.length, pad_id)
         self.labels = torch.tensor(labels, dtype=torch.int64)
         self.size, self.pad_id = len(sequences), pad_id
+        # The share of the padded training positions that hold real tokens (peer.py's FLOPs).
+        self.real_share = sum(len(s) for s in sequences) / (len(sequences) * self.length)
         self.host_tensors = (self.ids, self.labels, padded(val_sequences, self.length, pad_id))
 
     def get(self, indices):

@@ -1,4 +1,6 @@
-// Thread settings per matmul backend: the automatic choice, explicit requests, and applying them.
+// Thread settings per matmul backend: the automatic choice, explicit requests, applying them,
+// and a thread's own count for a scope.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -80,6 +82,31 @@ TEST(Threads, AHelperThreadGetsOneIntraOpThreadAndTheOthersKeepTheirs) {
   EXPECT_EQ(threads_seen(true), 1);        // ...unless it asks for one
   EXPECT_EQ(torch::get_num_threads(), 2);  // the calling thread's is untouched
   EXPECT_EQ(threads_seen(false), 2);       // and so is the process's
+  torch::set_num_threads(before);
+}
+
+TEST(Threads, AScopeGivesThisThreadMoreThreadsAndPutsItsOwnCountBack) {
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(1);
+  // MKL's own count, where MKL is LibTorch's BLAS (the PyTorch wheel): it runs the products.
+  using GetThreads = int (*)();
+  const auto mkl_threads = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "mkl_get_max_threads"));
+  {
+    IntraOpThreadsOnThisThread all(2);
+    EXPECT_EQ(torch::get_num_threads(), 2);
+    if (mkl_threads != nullptr) {
+      EXPECT_EQ(mkl_threads(), 2);
+    }
+    {
+      IntraOpThreadsOnThisThread one(1);
+      EXPECT_EQ(torch::get_num_threads(), 1);
+    }
+    EXPECT_EQ(torch::get_num_threads(), 2);
+  }
+  EXPECT_EQ(torch::get_num_threads(), 1);
+  if (mkl_threads != nullptr) {
+    EXPECT_EQ(mkl_threads(), 1);
+  }
   torch::set_num_threads(before);
 }
 

@@ -23,6 +23,32 @@ GetThreads openblas_get() {
   return reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
 }
 
+// MKL (linked into the PyTorch wheel's LibTorch) keeps its own thread count, which
+// torch::set_num_threads sets for the whole process; MKL_Set_Num_Threads_Local (the C function;
+// the lower-case mkl_set_num_threads_local is Fortran's, taking a pointer) overrides it for the
+// calling thread (0: back to the process's) and returns the thread's setting before.
+using SetLocalThreads = int (*)(int);
+
+SetLocalThreads mkl_set_local() {
+  return reinterpret_cast<SetLocalThreads>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+}
+
+/// Sets the calling thread's OpenMP threads and MKL's for it; returns MKL's thread-local setting
+/// before (0 when there was none, or without MKL).
+int set_threads_of_this_thread(int threads) {
+  BB_CHECK(threads >= 1, "use_intra_op_threads_on_this_thread(", threads, "): need >= 1");
+  // LibTorch sets a thread's OpenMP thread count from the process-wide one the first time the
+  // thread asks for it (at::get_num_threads, at::parallel_for); have that happen now, then lower
+  // this thread's own count (OpenMP's nthreads setting belongs to the calling thread). Called
+  // in LibTorch, not through an inline header function, whose once-per-thread flag would be
+  // this binary's copy. omp_set_num_threads is looked up at run time like OpenBLAS's functions.
+  (void)at::get_num_threads();
+  if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    set(threads);
+  const SetLocalThreads set_mkl = mkl_set_local();
+  return set_mkl != nullptr ? set_mkl(threads) : 0;
+}
+
 }  // namespace
 
 std::string ThreadSettings::describe() const {
@@ -39,15 +65,16 @@ void use_one_intra_op_thread_on_this_thread() {
 }
 
 void use_intra_op_threads_on_this_thread(int threads) {
-  BB_CHECK(threads >= 1, "use_intra_op_threads_on_this_thread(", threads, "): need >= 1");
-  // LibTorch sets a thread's OpenMP thread count from the process-wide one the first time the
-  // thread asks for it (at::get_num_threads, at::parallel_for); have that happen now, then lower
-  // this thread's own count (OpenMP's nthreads setting belongs to the calling thread). Called
-  // in LibTorch, not through an inline header function, whose once-per-thread flag would be
-  // this binary's copy. omp_set_num_threads is looked up at run time like OpenBLAS's functions.
-  (void)at::get_num_threads();
-  if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
-    set(threads);
+  (void)set_threads_of_this_thread(threads);
+}
+
+IntraOpThreadsOnThisThread::IntraOpThreadsOnThisThread(int threads)
+    : openmp_before_(at::get_num_threads()), mkl_before_(set_threads_of_this_thread(threads)) {}
+
+IntraOpThreadsOnThisThread::~IntraOpThreadsOnThisThread() {
+  (void)set_threads_of_this_thread(openmp_before_);
+  if (const SetLocalThreads set_mkl = mkl_set_local())
+    set_mkl(mkl_before_);
 }
 
 int available_cores() {
@@ -76,12 +103,16 @@ ThreadSettings choose_threads(const ThreadRequest& request, int cores, bool open
   return settings;
 }
 
-ThreadSettings apply_threads(const ThreadRequest& request) {
+ThreadSettings planned_threads(const ThreadRequest& request) {
   const int64_t processes = std::max<int64_t>(1, request.processes());
+  return choose_threads(request,
+                        static_cast<int>(std::max<int64_t>(1, available_cores() / processes)),
+                        openblas_set() != nullptr);
+}
+
+ThreadSettings apply_threads(const ThreadRequest& request) {
   const SetThreads set_blas = openblas_set();
-  ThreadSettings settings =
-      choose_threads(request, static_cast<int>(std::max<int64_t>(1, available_cores() / processes)),
-                     set_blas != nullptr);
+  ThreadSettings settings = planned_threads(request);
   torch::set_num_threads(settings.openmp);
   settings.openmp = torch::get_num_threads();
   if (set_blas != nullptr)

@@ -48,6 +48,8 @@ struct ThreadSettings {
 /// both and blas 0. Non-zero fields of `request` are kept as given.
 ThreadSettings choose_threads(const ThreadRequest& request, int cores, bool openblas = true);
 
+/// The settings apply_threads(request) would apply, applying nothing.
+ThreadSettings planned_threads(const ThreadRequest& request);
 /// Chooses the settings for this machine's cores and LibTorch's BLAS and applies them:
 /// torch::set_num_threads and, when the BLAS is OpenBLAS (found at run time),
 /// openblas_set_num_threads. Returns the
@@ -62,10 +64,24 @@ ThreadSettings apply_threads(const ThreadRequest& request);
 /// 4a). Without OpenMP in the process it changes nothing.
 void use_one_intra_op_thread_on_this_thread();
 
-/// The same with `threads` (>= 1) OpenMP threads on the calling thread: a helper that runs its
-/// own share of the cores (engine::ConcurrentMicroBatches on several cores per pass).
+/// The same with `threads` (>= 1) OpenMP threads on the calling thread, and as many MKL threads
+/// for its products where MKL is LibTorch's BLAS: a helper that runs its own share of the cores
+/// (engine::ConcurrentMicroBatches on several cores per pass).
 void use_intra_op_threads_on_this_thread(int threads);
 
+/// use_intra_op_threads_on_this_thread(threads) for a scope, then the calling thread's count
+/// before it again. Usage: `{ IntraOpThreadsOnThisThread all(4); evaluate(); }`
+class IntraOpThreadsOnThisThread {
+ public:
+  explicit IntraOpThreadsOnThisThread(int threads);
+  ~IntraOpThreadsOnThisThread();
+  IntraOpThreadsOnThisThread(const IntraOpThreadsOnThisThread&) = delete;
+  IntraOpThreadsOnThisThread& operator=(const IntraOpThreadsOnThisThread&) = delete;
+
+ private:
+  int openmp_before_;
+  int mkl_before_;
+};
 /// OpenBLAS's current thread count; 0 when OpenBLAS is not loaded in this process.
 int blas_threads();
 

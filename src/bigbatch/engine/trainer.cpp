@@ -5,12 +5,14 @@
 #include <exception>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/device.h"
 #include "bigbatch/core/rng_state.h"
+#include "bigbatch/core/threads.h"
 #include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/engine/evaluation.h"
 #include "bigbatch/engine/window_feed.h"
@@ -70,6 +72,9 @@ void validate(const TrainerOptions& options) {
   BB_CHECK_INPUT(options.concurrent_micro_batches() >= 1,
                  "TrainerOptions.concurrent_micro_batches = ", options.concurrent_micro_batches(),
                  " must be >= 1 (1: one at a time)");
+  BB_CHECK_INPUT(options.evaluation_threads() >= 0,
+                 "TrainerOptions.evaluation_threads = ", options.evaluation_threads(),
+                 " must be >= 0 (0: the training thread's)");
 }
 
 Trainer::Trainer(const TrainingSetup& setup, TrainerOptions options)
@@ -397,6 +402,9 @@ metrics::WindowRecord Trainer::make_record(const WindowResult& result, int64_t e
 
 metrics::EvalRecord Trainer::evaluate() {
   BB_CHECK(setup_.val_data != nullptr, "evaluate() without validation data");
+  std::optional<IntraOpThreadsOnThisThread> threads;
+  if (options_.evaluation_threads() > 0)
+    threads.emplace(static_cast<int>(options_.evaluation_threads()));
   return engine::evaluate({setup_.model, setup_.objective, setup_.val_data, options_.eval_samples(),
                            plan_.micro_batch, steps_taken_, communicator_});
 }

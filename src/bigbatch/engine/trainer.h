@@ -71,6 +71,10 @@ struct TrainerOptions {
   /// exist at once. Under data parallel the gradients are then reduced at the boundary, not
   /// during the last backward.
   TORCH_ARG(int64_t, concurrent_micro_batches) = 1;
+  /// OpenMP threads of the training thread while it evaluates; 0: those it trains on. A run of
+  /// several passes at once gives each pass a share of the cores; evaluation, one pass at a
+  /// time, can have them all.
+  TORCH_ARG(int64_t, evaluation_threads) = 0;
 };
 
 /// State that lives beside the window gradient and must follow the window's life, such as

@@ -293,6 +293,8 @@ JobResult TrainingJob::run(std::ostream& terminal) {
     if (choice.passes > 1)
       run.facts.threads = apply_thread_options(options_, processes);  // each pass its share
   }
+  if (options_.trainer.concurrent_micro_batches() > 1)
+    options_.trainer.evaluation_threads(one_pass_openmp_threads(options_, processes));
   BB_CHECK_INPUT(
       options_.trainer.concurrent_micro_batches() == 1 || run.workload.concurrency_need.empty(),
       "TrainerOptions.concurrent_micro_batches = ", options_.trainer.concurrent_micro_batches(),

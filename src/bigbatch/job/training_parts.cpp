@@ -44,16 +44,31 @@ void place_workload(Workload& w, const TrainingJobOptions& options) {
   }
 }
 
-ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes) {
-  nn::set_bf16_matmul(options.bf16_matmul);
-  nn::set_attention_kernel(options.attention, "TrainingJobOptions.attention");
-  nn::set_block_kernel(options.block_kernel);
+namespace {
+
+/// options.threads for the backend the precision and kernels use (after apply_thread_options
+/// set those kernels), the cores shared by `sharers` threads of work.
+ThreadRequest thread_request(const TrainingJobOptions& options, int64_t sharers) {
   const bool native_bf16 =
       options.precision != nn::Precision::kFp32 && nn::bf16_matmul() == nn::Bf16Matmul::kNative;
   ThreadRequest request = options.threads;
   if (native_bf16)
     request.backend(MatmulBackend::kOneDnn);
-  return apply_threads(request.processes(processes * options.trainer.concurrent_micro_batches()));
+  return request.processes(sharers);
+}
+
+}  // namespace
+
+ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes) {
+  nn::set_bf16_matmul(options.bf16_matmul);
+  nn::set_attention_kernel(options.attention, "TrainingJobOptions.attention");
+  nn::set_block_kernel(options.block_kernel);
+  return apply_threads(
+      thread_request(options, processes * options.trainer.concurrent_micro_batches()));
+}
+
+int one_pass_openmp_threads(const TrainingJobOptions& options, int64_t processes) {
+  return planned_threads(thread_request(options, processes)).openmp;
 }
 
 }  // namespace bigbatch::job

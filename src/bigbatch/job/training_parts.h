@@ -49,4 +49,9 @@ void place_workload(Workload& w, const TrainingJobOptions& options);
 /// trainer.concurrent_micro_batches passes at once. Returns the settings in effect.
 ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes = 1);
 
+/// The OpenMP threads of one pass at a time for `processes` ranks (what apply_thread_options
+/// gives a run of trainer.concurrent_micro_batches = 1), applying nothing; call it after
+/// apply_thread_options. Evaluation runs one pass, so it gets these in a run of several.
+int one_pass_openmp_threads(const TrainingJobOptions& options, int64_t processes);
+
 }  // namespace bigbatch::job

@@ -77,14 +77,5 @@ TEST(PackedTokens, AMaskWithARowOfPaddingOnlyOrNotTwoDimensionalIsRefused) {
   EXPECT_NE(flat.find("must be (B, T), got [4]"), std::string::npos) << flat;
 }
 
-TEST(PackedTokens, PackingIsWorthItUpToNineRealTokensInTen) {
-  torch::Tensor mask = torch::ones({2, 10}, torch::kLong);
-  EXPECT_FALSE(worth_packing(mask));
-  mask[1][9] = 0;
-  EXPECT_FALSE(worth_packing(mask));  // 19 of 20
-  mask[0][9] = 0;
-  EXPECT_TRUE(worth_packing(mask));  // 18 of 20
-}
-
 }  // namespace
 }  // namespace bigbatch::nn

@@ -197,8 +197,9 @@ bool HfBertImpl::packs(const torch::Tensor& input_ids, const torch::Tensor& atte
   if (!skip_padding_ || !attention_mask.defined() || attention_mask.sizes() != input_ids.sizes() ||
       input_ids.dim() != 2 || input_ids.size(1) == 0)
     return false;
-  // transformers pools position 0 even where it is padding; only a real [CLS] is packed.
-  return attention_mask.select(1, 0).ne(0).all().item<bool>() && nn::worth_packing(attention_mask);
+  // transformers pools position 0 even where it is padding; only a real [CLS] is packed. Without
+  // padding it still pays: the last layer computes the [CLS] rows only (docs/PRETRAINED.md).
+  return attention_mask.select(1, 0).ne(0).all().item<bool>();
 }
 
 torch::Tensor HfBertImpl::forward(const torch::Tensor& input_ids,

@@ -78,9 +78,9 @@ class HfBertImpl : public torch::nn::Module {
   /// undefined; token_type_ids (B, T) or undefined (all 0) -> last hidden state (B, T, hidden)
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                        const torch::Tensor& token_type_ids = {});
-  /// The same inputs -> logits (B, num_labels). With skip_padding() and a mask worth packing
-  /// (nn::worth_packing) whose rows all start with a real token, the encoder runs on the real
-  /// tokens only (nn::PackedTokens): the same logits up to float rounding, less work.
+  /// The same inputs -> logits (B, num_labels). With skip_padding() and a mask whose rows all
+  /// start with a real token, the encoder runs on the real tokens only (nn::PackedTokens) and its
+  /// last layer on the first tokens only: the same logits up to float rounding, less work.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         const torch::Tensor& token_type_ids = {});
   const HfBertConfig& config() const { return config_; }

@@ -39,9 +39,4 @@ PackedTokens pack_tokens(const torch::Tensor& attention_mask) {
   return p;
 }
 
-bool worth_packing(const torch::Tensor& attention_mask) {
-  const double real = attention_mask.ne(0).sum().item<double>();
-  return real <= kMostRealShareToPack * static_cast<double>(attention_mask.numel());
-}
-
 }  // namespace bigbatch::nn

@@ -34,11 +34,4 @@ struct PackedTokens {
 /// Throws InputError when the mask is not 2-D or a row has no real token.
 PackedTokens pack_tokens(const torch::Tensor& attention_mask);
 
-/// Whether packing `attention_mask` (B, T) saves work worth its copies: at most
-/// kMostRealShareToPack of the B*T positions are real tokens.
-bool worth_packing(const torch::Tensor& attention_mask);
-
-/// The share of real tokens up to which worth_packing() holds.
-constexpr double kMostRealShareToPack = 0.9;
-
 }  // namespace bigbatch::nn

@@ -33,9 +33,8 @@ SetLocalThreads mkl_set_local() {
   return reinterpret_cast<SetLocalThreads>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
 }
 
-/// Sets the calling thread's OpenMP threads and MKL's for it; returns MKL's thread-local setting
-/// before (0 when there was none, or without MKL).
-int set_threads_of_this_thread(int threads) {
+/// Sets the calling thread's OpenMP threads (>= 1).
+void set_openmp_threads_of_this_thread(int threads) {
   BB_CHECK(threads >= 1, "use_intra_op_threads_on_this_thread(", threads, "): need >= 1");
   // LibTorch sets a thread's OpenMP thread count from the process-wide one the first time the
   // thread asks for it (at::get_num_threads, at::parallel_for); have that happen now, then lower
@@ -45,6 +44,11 @@ int set_threads_of_this_thread(int threads) {
   (void)at::get_num_threads();
   if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
     set(threads);
+}
+
+/// Sets MKL's threads for the calling thread (0: the process's); returns its setting before (0
+/// when there was none, or without MKL).
+int set_mkl_threads_of_this_thread(int threads) {
   const SetLocalThreads set_mkl = mkl_set_local();
   return set_mkl != nullptr ? set_mkl(threads) : 0;
 }
@@ -65,16 +69,19 @@ void use_one_intra_op_thread_on_this_thread() {
 }
 
 void use_intra_op_threads_on_this_thread(int threads) {
-  (void)set_threads_of_this_thread(threads);
+  set_openmp_threads_of_this_thread(threads);
+  (void)set_mkl_threads_of_this_thread(threads);
 }
 
 IntraOpThreadsOnThisThread::IntraOpThreadsOnThisThread(int threads)
-    : openmp_before_(at::get_num_threads()), mkl_before_(set_threads_of_this_thread(threads)) {}
+    : openmp_before_(at::get_num_threads()) {
+  set_openmp_threads_of_this_thread(threads);
+  mkl_before_ = set_mkl_threads_of_this_thread(threads);
+}
 
 IntraOpThreadsOnThisThread::~IntraOpThreadsOnThisThread() {
-  (void)set_threads_of_this_thread(openmp_before_);
-  if (const SetLocalThreads set_mkl = mkl_set_local())
-    set_mkl(mkl_before_);
+  set_openmp_threads_of_this_thread(openmp_before_);
+  (void)set_mkl_threads_of_this_thread(mkl_before_);
 }
 
 int available_cores() {

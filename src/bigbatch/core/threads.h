@@ -80,7 +80,7 @@ class IntraOpThreadsOnThisThread {
 
  private:
   int openmp_before_;
-  int mkl_before_;
+  int mkl_before_ = 0;
 };
 /// OpenBLAS's current thread count; 0 when OpenBLAS is not loaded in this process.
 int blas_threads();

@@ -13,13 +13,8 @@
 namespace bigbatch::nn {
 namespace {
 
+using bigbatch::testing::expect_contains;
 using bigbatch::testing::input_error_of;
-
-/// Expects `message` to contain every one of `parts`.
-void expect_contains(const std::string& message, const std::vector<std::string>& parts) {
-  for (const auto& part : parts)
-    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-}
 
 /// max |a - b| over all elements, in float64.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 
@@ -42,6 +43,12 @@ std::string input_error_of(Action action) {
   }
   ADD_FAILURE() << "expected bigbatch::InputError";
   return "";
+}
+
+/// Expects `message` to contain every one of `parts` (one failure naming each missing part).
+inline void expect_contains(const std::string& message, const std::vector<std::string>& parts) {
+  for (const auto& part : parts)
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
 }
 
 /// Reads a whole file into a string (throws if it cannot be opened).

@@ -50,11 +50,13 @@ BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t out_channels, int64_
 }
 
 torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = torch::relu(norm1.forward(conv1->forward(x)));  // (B, out, H', W')
-  h = norm2.forward(conv2->forward(h));                             // (B, out, H', W')
+  // Each norm runs with the add and ReLU after it in one step where it can (nn::norm_forward).
+  const torch::Tensor h =
+      nn::norm_forward(norm1, conv1->forward(x), {{}, /*relu=*/true});  // (B, out, H', W')
   const torch::Tensor shortcut =
-      projects() ? shortcut_norm.forward(shortcut_conv->forward(x)) : x;  // (B, out, H', W')
-  return torch::relu(h + shortcut);                                       // (B, out, H', W')
+      projects() ? nn::norm_forward(shortcut_norm, shortcut_conv->forward(x), {})
+                 : x;                                                            // (B, out, H', W')
+  return nn::norm_forward(norm2, conv2->forward(h), {shortcut, /*relu=*/true});  // (B, out, H', W')
 }
 
 ResNetImpl::ResNetImpl(ResNetOptions options) : options_(options) {
@@ -89,7 +91,12 @@ void ResNetImpl::reset_parameters() {
       torch::Tensor weight = torch::empty(convolution->weight.sizes(),
                                           convolution->weight.options());  // (out, in, kh, kw)
       torch::nn::init::kaiming_normal_(weight, /*a=*/0.0, torch::kFanOut, torch::kReLU);
-      convolution->weight.set_data(weight.contiguous(torch::MemoryFormat::ChannelsLast));
+      // Copied into channels-last strides: contiguous(ChannelsLast) would keep a one-channel
+      // stem's (out, 1, kh, kw) weight as it is, whose convolution then writes NCHW.
+      convolution->weight.set_data(
+          torch::empty(weight.sizes(),
+                       weight.options().memory_format(torch::MemoryFormat::ChannelsLast))
+              .copy_(weight));
     } else if (auto* batch_norm = module->as<nn::BatchNormImpl>()) {
       batch_norm->reset_parameters();
     } else if (auto* group_norm = module->as<torch::nn::GroupNorm>()) {
@@ -114,7 +121,8 @@ torch::Tensor ResNetImpl::forward(const torch::Tensor& images) {
                  images.sizes());
   BB_CHECK_INPUT(images.is_floating_point(), "ResNet expects floating-point images but got ",
                  images.scalar_type());
-  torch::Tensor x = torch::relu(stem_norm.forward(stem_conv->forward(images)));  // (B, w, H, W)
+  torch::Tensor x =
+      nn::norm_forward(stem_norm, stem_conv->forward(images), {{}, /*relu=*/true});  // (B, w, H, W)
   const bool may_checkpoint = is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {
     std::shared_ptr<BasicBlockImpl> block = blocks->ptr<BasicBlockImpl>(i);

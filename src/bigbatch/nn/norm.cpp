@@ -50,6 +50,17 @@ std::string to_string(RunningStatsMode mode) {
   return "?";
 }
 
+namespace {
+
+/// `normalized` (B, C[, H, W]) followed by the epilogue's add and ReLU as separate operations.
+torch::Tensor with_epilogue(torch::Tensor normalized, const BatchNormEpilogue& epilogue) {
+  if (epilogue.residual.defined())
+    normalized = normalized + epilogue.residual;
+  return epilogue.relu ? torch::relu(normalized) : normalized;
+}
+
+}  // namespace
+
 BatchNormOptions::BatchNormOptions(int64_t num_features) : num_features_(num_features) {}
 
 void validate(const BatchNormOptions& options) {
@@ -70,24 +81,29 @@ BatchNormImpl::BatchNormImpl(BatchNormOptions options) : options_(std::move(opti
   num_batches_tracked = register_buffer("num_batches_tracked", torch::zeros({}, torch::kLong));
 }
 
-torch::Tensor BatchNormImpl::forward(const torch::Tensor& input) {
+bool BatchNormImpl::check_input(const torch::Tensor& input) const {
   BB_CHECK_INPUT(input.dim() == 2 || input.dim() == 4,
                  "BatchNorm expects input of shape (B, C) or (B, C, H, W) but got ", input.sizes());
   BB_CHECK_INPUT(input.size(1) == options_.num_features(), "BatchNorm over ",
                  options_.num_features(), " channels (BatchNormOptions.num_features) got input ",
                  input.sizes(), " with ", input.size(1), " channels");
-  const bool training = is_training();
-  if (training) {
+  if (is_training()) {
     BB_CHECK_INPUT(input.numel() > input.size(1),
                    "BatchNorm in training needs more than one value per channel, got input ",
                    input.sizes());
   }
   // Running statistics change only in a training forward that is not a checkpoint recompute.
-  const bool record = training && !is_recomputing();
+  const bool record = is_training() && !is_recomputing();
   BB_CHECK_INPUT(!record || !in_concurrent_forward(),
                  "BatchNorm in training mode writes its running statistics in every forward, so "
                  "the micro-batches of a model with BatchNorm cannot run concurrently; use one "
                  "micro-batch at a time (TrainerOptions.concurrent_micro_batches = 1)");
+  return record;
+}
+
+torch::Tensor BatchNormImpl::forward(const torch::Tensor& input) {
+  const bool record = check_input(input);
+  const bool training = is_training();
   const bool per_call = record && options_.running_stats() == RunningStatsMode::kPerCall;
   if (record && options_.running_stats() == RunningStatsMode::kPerWindow)
     accumulate_window(input);
@@ -105,6 +121,22 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& input) {
   return output;
 }
 
+torch::Tensor BatchNormImpl::forward_with(const torch::Tensor& input,
+                                          const BatchNormEpilogue& epilogue) {
+  if (!is_training() || !options_.fused() ||
+      !fused_batch_norm_supported(input, weight, bias, epilogue)) {
+    return with_epilogue(forward(input), epilogue);
+  }
+  const bool record = check_input(input);
+  FusedBatchNorm fused =
+      fused_batch_norm_train(input, weight, bias, options_.eps(), epilogue);  // (B, C[, H, W])
+  if (record && options_.running_stats() == RunningStatsMode::kPerWindow)
+    merge_into_window(fused.mean, fused.m2, fused.count);
+  if (record && options_.running_stats() == RunningStatsMode::kPerCall)
+    update_running_statistics(fused.mean, fused.m2 / double(fused.count - 1));
+  return fused.output;
+}
+
 void BatchNormImpl::accumulate_window(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
   torch::Tensor values = input.detach();  // (B, C[, H, W])
@@ -116,9 +148,13 @@ void BatchNormImpl::accumulate_window(const torch::Tensor& input) {
   // Welford reduction, and without the cancellation of a plain sum of squares.
   const torch::Tensor mean = values.mean(dims, /*keepdim=*/true);  // (1, C[, 1, 1])
   const torch::Tensor m2 = (values - mean).square().sum(dims);     // (C)
-  const int64_t count = input.numel() / input.size(1);
-  const torch::Tensor batch_mean = mean.flatten().to(torch::kFloat64);  // (C)
-  const torch::Tensor batch_m2 = m2.to(torch::kFloat64);                // (C)
+  merge_into_window(mean.flatten().to(torch::kFloat64), m2.to(torch::kFloat64),
+                    input.numel() / input.size(1));
+}
+
+void BatchNormImpl::merge_into_window(const torch::Tensor& batch_mean,
+                                      const torch::Tensor& batch_m2, int64_t count) {
+  torch::NoGradGuard no_grad;
   if (window_count_ == 0) {
     window_mean_ = batch_mean;
     window_m2_ = batch_m2;
@@ -136,16 +172,20 @@ void BatchNormImpl::accumulate_window(const torch::Tensor& input) {
 void BatchNormImpl::commit_window() {
   if (window_count_ == 0)
     return;
+  update_running_statistics(window_mean_, window_m2_ / double(window_count_ - 1));
+  discard_window();
+}
+
+void BatchNormImpl::update_running_statistics(const torch::Tensor& mean,
+                                              const torch::Tensor& unbiased_var) {
   torch::NoGradGuard no_grad;
   const double momentum = options_.momentum();
-  const torch::Tensor mean = window_mean_.to(running_mean.device());  // (C) float64
-  const torch::Tensor unbiased =
-      (window_m2_ / double(window_count_ - 1)).to(running_var.device());  // (C) float64
   // As LibTorch's kernel: the update is computed in double and stored in the buffer's dtype.
-  running_mean.copy_(running_mean.to(torch::kFloat64) * (1.0 - momentum) + mean * momentum);
-  running_var.copy_(running_var.to(torch::kFloat64) * (1.0 - momentum) + unbiased * momentum);
+  running_mean.copy_(running_mean.to(torch::kFloat64) * (1.0 - momentum) +
+                     mean.to(running_mean.device()) * momentum);
+  running_var.copy_(running_var.to(torch::kFloat64) * (1.0 - momentum) +
+                    unbiased_var.to(running_var.device()) * momentum);
   num_batches_tracked.add_(1);
-  discard_window();
 }
 
 void BatchNormImpl::discard_window() {
@@ -177,7 +217,8 @@ void BatchNormImpl::reset_parameters() {
 void BatchNormImpl::pretty_print(std::ostream& stream) const {
   stream << "bigbatch::nn::BatchNorm(" << options_.num_features() << ", eps=" << options_.eps()
          << ", momentum=" << options_.momentum()
-         << ", running_stats=" << to_string(options_.running_stats()) << ")";
+         << ", running_stats=" << to_string(options_.running_stats())
+         << (options_.fused() ? "" : ", fused=false") << ")";
 }
 
 std::vector<BatchNormImpl*> batch_norms_of(torch::nn::Module& module) {
@@ -250,6 +291,13 @@ torch::nn::AnyModule make_norm(NormKind kind, int64_t channels) {
       return group_norm(channels);
   }
   throw InputError(cat("make_norm: unknown NormKind ", int(kind)));
+}
+
+torch::Tensor norm_forward(torch::nn::AnyModule& norm, const torch::Tensor& input,
+                           const BatchNormEpilogue& epilogue) {
+  if (auto* batch_norm = dynamic_cast<BatchNormImpl*>(norm.ptr().get()))
+    return batch_norm->forward_with(input, epilogue);
+  return with_epilogue(norm.forward(input), epilogue);
 }
 
 }  // namespace bigbatch::nn

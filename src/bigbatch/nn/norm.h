@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "bigbatch/nn/fused_batch_norm.h"
+
 namespace bigbatch::nn {
 
 /// Which normalisation a model builds after each convolution.
@@ -57,6 +59,10 @@ struct BatchNormOptions {
   TORCH_ARG(double, momentum) = 0.1;
   /// When running statistics are updated (see RunningStatsMode).
   TORCH_ARG(RunningStatsMode, running_stats) = RunningStatsMode::kPerCall;
+  /// Whether a training forward_with() runs nn::fused_batch_norm_train where it supports the
+  /// tensors (CPU float32 rows: (B, C), or channels-last (B, C, H, W)). false: forward(), then
+  /// the residual add and the ReLU as separate operations (with a second derivative).
+  TORCH_ARG(bool, fused) = true;
 };
 
 /// Throws bigbatch::InputError naming the field and its value unless num_features > 0,
@@ -103,6 +109,14 @@ class BatchNormImpl : public torch::nn::Module {
   /// channel, whose variance is undefined.
   torch::Tensor forward(const torch::Tensor& input);
 
+  /// forward(input), then `epilogue`'s residual add and ReLU: relu(forward(x) + residual). A
+  /// training forward with options().fused() on tensors that fused_batch_norm_supported() runs
+  /// as one fused node (equal to the separate operations within float rounding, no second
+  /// derivative), whose batch statistics also feed the running statistics without another pass
+  /// over the input. Everything else (eval, other devices and dtypes) is the separate operations.
+  /// input (B, C) or (B, C, H, W), residual like input -> the same shape.
+  torch::Tensor forward_with(const torch::Tensor& input, const BatchNormEpilogue& epilogue);
+
   /// Chooses when running statistics are updated; drops any accumulated window.
   void set_running_stats_mode(RunningStatsMode mode);
   /// The current RunningStatsMode.
@@ -139,8 +153,17 @@ class BatchNormImpl : public torch::nn::Module {
   torch::Tensor num_batches_tracked;
 
  private:
+  /// Checks `input` as forward() documents; returns whether this forward records running
+  /// statistics (training, not a checkpoint recompute).
+  bool check_input(const torch::Tensor& input) const;
   /// Merges the detached statistics of `input` into the window.
   void accumulate_window(const torch::Tensor& input);
+  /// Merges one forward's batch mean and sum of squared deviations (C, float64) over `count`
+  /// values per channel into the window.
+  void merge_into_window(const torch::Tensor& mean, const torch::Tensor& m2, int64_t count);
+  /// running = (1 - momentum) running + momentum statistic, in float64, stored in the buffers'
+  /// dtype; adds 1 to num_batches_tracked. mean and unbiased_var (C) float64.
+  void update_running_statistics(const torch::Tensor& mean, const torch::Tensor& unbiased_var);
 
   BatchNormOptions options_;
   int64_t window_count_ = 0;   // values per channel in the window
@@ -181,5 +204,11 @@ int64_t group_norm_groups(int64_t channels);
 /// the other NormKind instead (for example ResNetOptions().norm(NormKind::kGroup)).
 /// Throws bigbatch::InputError unless channels > 0.
 torch::nn::AnyModule make_norm(NormKind kind, int64_t channels);
+
+/// `norm`'s forward followed by `epilogue` (residual add, then ReLU), for a norm from make_norm():
+/// nn::BatchNorm's forward_with() (fused where it can be), the separate operations otherwise.
+/// input (B, C[, H, W]) -> the same shape.
+torch::Tensor norm_forward(torch::nn::AnyModule& norm, const torch::Tensor& input,
+                           const BatchNormEpilogue& epilogue);
 
 }  // namespace bigbatch::nn

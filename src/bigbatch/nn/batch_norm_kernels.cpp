@@ -1,0 +1,319 @@
+#include "bigbatch/nn/batch_norm_kernels.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// The loops below are written for the compiler to vectorise over channels; GCC on x86-64 builds
+// each one for AVX-512, AVX2 and the baseline and picks one per machine when the program loads.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define BB_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define BB_INLINE inline __attribute__((always_inline))
+#else
+#define BB_VECTOR_CLONES
+#define BB_INLINE inline
+#endif
+
+// Calls function<C>(args...) with the channel count as a constant for the widths a ResNet has (the
+// accumulators then stay in registers and the loops unroll), function<0>(args...) otherwise.
+#define BB_WITH_CHANNELS(channels, function, ...) \
+  switch (channels) {                             \
+    case 16:                                      \
+      function<16>(__VA_ARGS__);                  \
+      break;                                      \
+    case 32:                                      \
+      function<32>(__VA_ARGS__);                  \
+      break;                                      \
+    case 64:                                      \
+      function<64>(__VA_ARGS__);                  \
+      break;                                      \
+    default:                                      \
+      function<0>(__VA_ARGS__);                   \
+  }
+
+namespace bigbatch::nn::kernels {
+namespace {
+
+/// Rows reduced in float before the partial result joins the double accumulators: 64 rows of
+/// 64 channels are 16 KiB, still in L1 for the second pass of channel_moments.
+constexpr int64_t kChunkRows = 64;
+
+/// Values below which a pass runs on the calling thread alone instead of paying for a fork and
+/// join of the OpenMP threads.
+constexpr int64_t kParallelValues = 16384;
+
+/// Runs `work(part, parts)` once on each OpenMP thread of the calling thread's team (LibTorch's
+/// count for this thread, at::get_num_threads()), or once with parts = 1 for fewer than
+/// kParallelValues values. This file is built with -fopenmp (CMakeLists.txt) because ATen's
+/// at::parallel_for is a header template that runs serially in code built without it. The
+/// team size is left to the thread's own setting (no num_threads clause, as ATen does: GOMP
+/// rebuilds its pool when the requested size changes). `work` must not throw.
+template <typename Work>
+void on_threads(int64_t values, const Work& work) {
+  const bool parallel = values >= kParallelValues && at::get_num_threads() > 1;
+#ifdef _OPENMP
+  if (parallel && !omp_in_parallel()) {
+#pragma omp parallel
+    work(int64_t(omp_get_thread_num()), int64_t(omp_get_num_threads()));
+    return;
+  }
+#endif
+  (void)parallel;
+  work(0, 1);
+}
+
+/// Rows [begin, end) of part `part` of `parts`: contiguous, in whole chunks but for the last.
+std::pair<int64_t, int64_t> rows_of_part(int64_t rows, int64_t part, int64_t parts) {
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  const int64_t per_part = (chunks + parts - 1) / parts;
+  return {std::min(rows, part * per_part * kChunkRows),
+          std::min(rows, (part + 1) * per_part * kChunkRows)};
+}
+
+/// The count, mean and M2 of part of the rows, per channel, in double.
+struct PartMoments {
+  int64_t count = 0;
+  std::vector<double> mean, m2;    // (C) each
+  std::vector<float> chunk;        // (3C) a chunk's mean, deviations and squared deviations
+  std::vector<double> chunk_wide;  // (2C) the same in double, for the merge
+
+  explicit PartMoments(int64_t channels)
+      : mean(channels), m2(channels), chunk(3 * channels), chunk_wide(2 * channels) {}
+};
+
+/// Merges (count_b, mean_b, m2_b) of n_b values into `into` (Chan, Golub and LeVeque).
+inline void merge_moments(int64_t count_a, double* mean_a, double* m2_a, int64_t count_b,
+                          const double* mean_b, const double* m2_b, int64_t channels) {
+  if (count_b == 0)
+    return;
+  const double total = double(count_a + count_b);
+  const double weight_b = double(count_b) / total;
+  const double cross = double(count_a) * double(count_b) / total;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double delta = mean_b[c] - mean_a[c];
+    mean_a[c] += delta * weight_b;
+    m2_a[c] += m2_b[c] + delta * delta * cross;
+  }
+}
+
+/// moments_of_rows with kChannels channels (0: `runtime_channels`).
+template <int64_t kChannels>
+BB_INLINE void moments_of_rows_fixed(const float* x, int64_t begin, int64_t end,
+                                     int64_t runtime_channels, PartMoments& part) {
+  const int64_t channels = kChannels > 0 ? kChannels : runtime_channels;
+  alignas(64) float fixed[3 * (kChannels > 0 ? kChannels : 1)];
+  float* __restrict sum = kChannels > 0 ? fixed : part.chunk.data();
+  float* __restrict residual = sum + channels;
+  float* __restrict m2 = sum + 2 * channels;
+  double* chunk_mean = part.chunk_wide.data();
+  double* chunk_m2 = part.chunk_wide.data() + channels;
+  for (int64_t first = begin; first < end; first += kChunkRows) {
+    const int64_t last = std::min(end, first + kChunkRows);
+    const int64_t n = last - first;
+    for (int64_t c = 0; c < 3 * channels; ++c)
+      sum[c] = 0.0f;
+    for (int64_t r = first; r < last; ++r) {
+      const float* __restrict row = x + r * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        sum[c] += row[c];
+    }
+    const float inverse_n = 1.0f / float(n);
+    for (int64_t c = 0; c < channels; ++c)
+      sum[c] *= inverse_n;  // now the chunk's mean, as rounded
+    // The corrected two-pass algorithm: the deviations' own sum repairs the mean's rounding.
+    for (int64_t r = first; r < last; ++r) {
+      const float* __restrict row = x + r * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float deviation = row[c] - sum[c];
+        residual[c] += deviation;
+        m2[c] += deviation * deviation;
+      }
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      const double shift = double(residual[c]) / double(n);
+      chunk_mean[c] = double(sum[c]) + shift;
+      chunk_m2[c] = double(m2[c]) - double(residual[c]) * shift;
+    }
+    merge_moments(part.count, part.mean.data(), part.m2.data(), n, chunk_mean, chunk_m2, channels);
+    part.count += n;
+  }
+}
+
+BB_VECTOR_CLONES
+void moments_of_rows(const float* x, int64_t begin, int64_t end, int64_t channels,
+                     PartMoments& part) {
+  BB_WITH_CHANNELS(channels, moments_of_rows_fixed, x, begin, end, channels, part)
+}
+
+template <int64_t kChannels>
+BB_INLINE void normalize_rows_fixed(const NormalizeRows& a, int64_t begin, int64_t end) {
+  const int64_t channels = kChannels > 0 ? kChannels : a.shape.channels;
+  const float* __restrict scale = a.scale;
+  const float* __restrict shift = a.shift;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* __restrict x = a.input + r * channels;
+    float* __restrict y = a.output + r * channels;
+    if (a.residual != nullptr) {
+      const float* __restrict s = a.residual + r * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        y[c] = x[c] * scale[c] + shift[c] + s[c];
+    } else {
+      for (int64_t c = 0; c < channels; ++c)
+        y[c] = x[c] * scale[c] + shift[c];
+    }
+    if (a.relu) {
+      for (int64_t c = 0; c < channels; ++c)
+        y[c] = std::max(y[c], 0.0f);
+    }
+  }
+}
+
+BB_VECTOR_CLONES
+void normalize_rows_range(const NormalizeRows& a, int64_t begin, int64_t end) {
+  BB_WITH_CHANNELS(a.shape.channels, normalize_rows_fixed, a, begin, end)
+}
+
+/// Per-channel sums of g and g * (x - mean) over part of the rows, in double.
+struct PartSums {
+  std::vector<double> g, gx;  // (C) each
+  std::vector<float> chunk;   // (2C) a chunk's two sums
+
+  explicit PartSums(int64_t channels) : g(channels), gx(channels), chunk(2 * channels) {}
+};
+
+template <int64_t kChannels>
+BB_INLINE void backward_sums_fixed(const BackwardRows& a, int64_t begin, int64_t end, float* g_out,
+                                   PartSums& part) {
+  const int64_t channels = kChannels > 0 ? kChannels : a.shape.channels;
+  alignas(64) float fixed[2 * (kChannels > 0 ? kChannels : 1)];
+  float* __restrict sum_g = kChannels > 0 ? fixed : part.chunk.data();
+  float* __restrict sum_gx = sum_g + channels;
+  const float* __restrict mean = a.mean;
+  const bool relu = a.output != nullptr;
+  for (int64_t first = begin; first < end; first += kChunkRows) {
+    const int64_t last = std::min(end, first + kChunkRows);
+    for (int64_t c = 0; c < 2 * channels; ++c)
+      sum_g[c] = 0.0f;
+    for (int64_t r = first; r < last; ++r) {
+      const float* __restrict dy = a.grad_output + r * channels;
+      const float* __restrict x = a.input + r * channels;
+      const float* __restrict y = relu ? a.output + r * channels : dy;
+      float* __restrict g_row = g_out != nullptr ? g_out + r * channels : nullptr;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float g = !relu || y[c] > 0.0f ? dy[c] : 0.0f;
+        if (g_row != nullptr)
+          g_row[c] = g;
+        sum_g[c] += g;
+        sum_gx[c] += g * (x[c] - mean[c]);
+      }
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      part.g[c] += sum_g[c];
+      part.gx[c] += sum_gx[c];
+    }
+  }
+}
+
+BB_VECTOR_CLONES
+void backward_sums_of_rows(const BackwardRows& a, int64_t begin, int64_t end, float* g_out,
+                           PartSums& part) {
+  BB_WITH_CHANNELS(a.shape.channels, backward_sums_fixed, a, begin, end, g_out, part)
+}
+
+template <int64_t kChannels>
+BB_INLINE void input_gradient_fixed(const BackwardRows& a, const InputGradient& d, int64_t begin,
+                                    int64_t end) {
+  const int64_t channels = kChannels > 0 ? kChannels : a.shape.channels;
+  const float* __restrict p = d.p;
+  const float* __restrict q = d.q;
+  const float* __restrict shift = d.r;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* __restrict x = a.input + r * channels;
+    float* __restrict dx = d.grad_input + r * channels;
+    if (d.g != nullptr) {
+      const float* __restrict g = d.g + r * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        dx[c] = p[c] * g[c] - q[c] * x[c] + shift[c];
+    } else if (a.output != nullptr) {
+      const float* __restrict dy = a.grad_output + r * channels;
+      const float* __restrict y = a.output + r * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        dx[c] = p[c] * (y[c] > 0.0f ? dy[c] : 0.0f) - q[c] * x[c] + shift[c];
+    } else {
+      const float* __restrict dy = a.grad_output + r * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        dx[c] = p[c] * dy[c] - q[c] * x[c] + shift[c];
+    }
+  }
+}
+
+BB_VECTOR_CLONES
+void input_gradient_range(const BackwardRows& a, const InputGradient& d, int64_t begin,
+                          int64_t end) {
+  BB_WITH_CHANNELS(a.shape.channels, input_gradient_fixed, a, d, begin, end)
+}
+
+}  // namespace
+
+void channel_moments(const float* x, RowShape shape, double* mean, double* m2) {
+  const int64_t channels = shape.channels;
+  std::vector<PartMoments> parts(size_t(std::max(1, at::get_num_threads())), PartMoments(channels));
+  int64_t used = 1;
+  on_threads(shape.rows * channels, [&](int64_t part, int64_t count) {
+    if (part == 0)
+      used = count;
+    const auto [begin, end] = rows_of_part(shape.rows, part, count);
+    moments_of_rows(x, begin, end, channels, parts[size_t(part)]);
+  });
+  std::fill(mean, mean + channels, 0.0);
+  std::fill(m2, m2 + channels, 0.0);
+  int64_t count = 0;
+  for (int64_t part = 0; part < used; ++part) {
+    merge_moments(count, mean, m2, parts[part].count, parts[part].mean.data(),
+                  parts[part].m2.data(), channels);
+    count += parts[part].count;
+  }
+}
+
+void normalize_rows(const NormalizeRows& args) {
+  on_threads(args.shape.rows * args.shape.channels, [&](int64_t part, int64_t parts) {
+    const auto [begin, end] = rows_of_part(args.shape.rows, part, parts);
+    normalize_rows_range(args, begin, end);
+  });
+}
+
+void backward_sums(const BackwardRows& args, double* sum_g, double* sum_gx, float* g_out) {
+  const int64_t channels = args.shape.channels;
+  std::vector<PartSums> parts(size_t(std::max(1, at::get_num_threads())), PartSums(channels));
+  int64_t used = 1;
+  on_threads(args.shape.rows * channels, [&](int64_t part, int64_t count) {
+    if (part == 0)
+      used = count;
+    const auto [begin, end] = rows_of_part(args.shape.rows, part, count);
+    backward_sums_of_rows(args, begin, end, g_out, parts[size_t(part)]);
+  });
+  std::fill(sum_g, sum_g + channels, 0.0);
+  std::fill(sum_gx, sum_gx + channels, 0.0);
+  for (int64_t part = 0; part < used; ++part) {
+    for (int64_t c = 0; c < channels; ++c) {
+      sum_g[c] += parts[part].g[c];
+      sum_gx[c] += parts[part].gx[c];
+    }
+  }
+}
+
+void input_gradient(const BackwardRows& args, const InputGradient& gradient) {
+  on_threads(args.shape.rows * args.shape.channels, [&](int64_t part, int64_t parts) {
+    const auto [begin, end] = rows_of_part(args.shape.rows, part, parts);
+    input_gradient_range(args, gradient, begin, end);
+  });
+}
+
+}  // namespace bigbatch::nn::kernels

@@ -1,0 +1,66 @@
+// CPU kernels of training-mode batch normalisation on rows: the (M, C) float32 matrix whose rows
+// are the positions of a (B, C) or channels-last (B, C, H, W) tensor. Each kernel is one pass
+// over its rows, with the residual add and ReLU that follow a ResNet's norms folded in, so a
+// norm, an add and a ReLU read and write their activations once each way instead of once per
+// operation. nn::fused_batch_norm_train (fused_batch_norm.h) runs on them.
+#pragma once
+
+#include <cstdint>
+
+namespace bigbatch::nn::kernels {
+
+/// An (M, C) row-major float32 matrix's shape.
+struct RowShape {
+  int64_t rows = 0;      ///< M: B (x H x W)
+  int64_t channels = 0;  ///< C
+};
+
+/// Per-channel batch moments of x (M, C): `mean` (C) and `m2` (C), the sum of squared
+/// deviations from the mean, both in double. Chunks of rows are reduced in float with two passes
+/// (mean, then squared deviations from it, from cache) and merged in double with Chan et al.'s
+/// pairwise rule, so no sum of squares cancels. Deterministic for a given OpenMP thread count.
+void channel_moments(const float* x, RowShape shape, double* mean, double* m2);
+
+/// The forward pass after the statistics: y = x * scale + shift (+ residual), then max(y, 0)
+/// when `relu`, per channel.
+struct NormalizeRows {
+  const float* input = nullptr;     ///< x (M, C)
+  const float* residual = nullptr;  ///< (M, C), or nullptr for none
+  const float* scale = nullptr;     ///< (C): weight * invstd
+  const float* shift = nullptr;     ///< (C): bias - mean * scale
+  float* output = nullptr;          ///< y (M, C)
+  RowShape shape;
+  bool relu = false;
+};
+/// Runs `args` over its rows on the OpenMP threads.
+void normalize_rows(const NormalizeRows& args);
+
+/// What the backward pass reads. g is the gradient reaching the normalisation: grad_output, zero
+/// where the ReLU's output is not positive (when `output` is given).
+struct BackwardRows {
+  const float* grad_output = nullptr;  ///< dL/dy (M, C)
+  const float* output = nullptr;       ///< y (M, C) for the ReLU's mask, or nullptr: no ReLU
+  const float* input = nullptr;        ///< x (M, C)
+  const float* mean = nullptr;         ///< (C): the batch mean the forward used
+  RowShape shape;
+};
+
+/// Per-channel sums of the backward pass: `sum_g` (C) = sum of g, `sum_gx` (C) = sum of
+/// g * (x - mean), in double. Writes g itself to `g_out` (M, C) unless it is nullptr (the
+/// residual's gradient).
+void backward_sums(const BackwardRows& args, double* sum_g, double* sum_gx, float* g_out);
+
+/// dx = p * g - q * x + r per channel (p, q, r each (C)): batch normalisation's input gradient,
+/// with g read from `g` (M, C) when given (backward_sums wrote it) or formed from the
+/// gradient and mask of `args` otherwise. Writes `grad_input` (M, C).
+struct InputGradient {
+  const float* p = nullptr;  ///< (C)
+  const float* q = nullptr;  ///< (C)
+  const float* r = nullptr;  ///< (C)
+  const float* g = nullptr;  ///< (M, C), or nullptr
+  float* grad_input = nullptr;
+};
+/// Runs the input gradient of `args` over its rows on the OpenMP threads.
+void input_gradient(const BackwardRows& args, const InputGradient& gradient);
+
+}  // namespace bigbatch::nn::kernels

@@ -49,32 +49,44 @@ constexpr int64_t kChunkRows = 64;
 /// join of the OpenMP threads.
 constexpr int64_t kParallelValues = 16384;
 
-/// Runs `work(part, parts)` once on each OpenMP thread of the calling thread's team (LibTorch's
-/// count for this thread, at::get_num_threads()), or once with parts = 1 for fewer than
-/// kParallelValues values. This file is built with -fopenmp (CMakeLists.txt) because ATen's
-/// at::parallel_for is a header template that runs serially in code built without it. The
-/// team size is left to the thread's own setting (no num_threads clause, as ATen does: GOMP
-/// rebuilds its pool when the requested size changes). `work` must not throw.
-template <typename Work>
-void on_threads(int64_t values, const Work& work) {
-  const bool parallel = values >= kParallelValues && at::get_num_threads() > 1;
-#ifdef _OPENMP
-  if (parallel && !omp_in_parallel()) {
-#pragma omp parallel
-    work(int64_t(omp_get_thread_num()), int64_t(omp_get_num_threads()));
-    return;
-  }
-#endif
-  (void)parallel;
-  work(0, 1);
-}
-
 /// Rows [begin, end) of part `part` of `parts`: contiguous, in whole chunks but for the last.
 std::pair<int64_t, int64_t> rows_of_part(int64_t rows, int64_t part, int64_t parts) {
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   const int64_t per_part = (chunks + parts - 1) / parts;
   return {std::min(rows, part * per_part * kChunkRows),
           std::min(rows, (part + 1) * per_part * kChunkRows)};
+}
+
+/// Splits the rows of `shape` into one contiguous part per OpenMP thread of the calling thread's
+/// team (LibTorch's count for this thread, at::get_num_threads()), or a single part for fewer
+/// than kParallelValues values, and runs `work(part, begin, end)` for each on its own thread.
+/// Returns the number of parts, at most at::get_num_threads(); the split depends on the shape
+/// and the team size only, so results per part merge in a fixed order. This file is built with
+/// -fopenmp (CMakeLists.txt) because ATen's at::parallel_for is a header template that runs
+/// serially in code built without it. The team size is left to the thread's own setting (no
+/// num_threads clause, as ATen does: GOMP rebuilds its pool when the requested size changes).
+/// `work` must not throw.
+template <typename Work>
+int64_t on_row_parts(RowShape shape, const Work& work) {
+  const bool parallel = shape.rows * shape.channels >= kParallelValues && at::get_num_threads() > 1;
+#ifdef _OPENMP
+  if (parallel && !omp_in_parallel()) {
+    int64_t parts = 1;
+#pragma omp parallel
+    {
+      const int64_t part = omp_get_thread_num();
+      const int64_t team = omp_get_num_threads();
+      if (part == 0)
+        parts = team;
+      const auto [begin, end] = rows_of_part(shape.rows, part, team);
+      work(part, begin, end);
+    }
+    return parts;
+  }
+#endif
+  (void)parallel;
+  work(0, 0, shape.rows);
+  return 1;
 }
 
 /// The count, mean and M2 of part of the rows, per channel, in double.
@@ -265,11 +277,7 @@ void input_gradient_range(const BackwardRows& a, const InputGradient& d, int64_t
 void channel_moments(const float* x, RowShape shape, double* mean, double* m2) {
   const int64_t channels = shape.channels;
   std::vector<PartMoments> parts(size_t(std::max(1, at::get_num_threads())), PartMoments(channels));
-  int64_t used = 1;
-  on_threads(shape.rows * channels, [&](int64_t part, int64_t count) {
-    if (part == 0)
-      used = count;
-    const auto [begin, end] = rows_of_part(shape.rows, part, count);
+  const int64_t used = on_row_parts(shape, [&](int64_t part, int64_t begin, int64_t end) {
     moments_of_rows(x, begin, end, channels, parts[size_t(part)]);
   });
   std::fill(mean, mean + channels, 0.0);
@@ -283,8 +291,7 @@ void channel_moments(const float* x, RowShape shape, double* mean, double* m2) {
 }
 
 void normalize_rows(const NormalizeRows& args) {
-  on_threads(args.shape.rows * args.shape.channels, [&](int64_t part, int64_t parts) {
-    const auto [begin, end] = rows_of_part(args.shape.rows, part, parts);
+  on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
     normalize_rows_range(args, begin, end);
   });
 }
@@ -292,11 +299,7 @@ void normalize_rows(const NormalizeRows& args) {
 void backward_sums(const BackwardRows& args, double* sum_g, double* sum_gx, float* g_out) {
   const int64_t channels = args.shape.channels;
   std::vector<PartSums> parts(size_t(std::max(1, at::get_num_threads())), PartSums(channels));
-  int64_t used = 1;
-  on_threads(args.shape.rows * channels, [&](int64_t part, int64_t count) {
-    if (part == 0)
-      used = count;
-    const auto [begin, end] = rows_of_part(args.shape.rows, part, count);
+  const int64_t used = on_row_parts(args.shape, [&](int64_t part, int64_t begin, int64_t end) {
     backward_sums_of_rows(args, begin, end, g_out, parts[size_t(part)]);
   });
   std::fill(sum_g, sum_g + channels, 0.0);
@@ -310,8 +313,7 @@ void backward_sums(const BackwardRows& args, double* sum_g, double* sum_gx, floa
 }
 
 void input_gradient(const BackwardRows& args, const InputGradient& gradient) {
-  on_threads(args.shape.rows * args.shape.channels, [&](int64_t part, int64_t parts) {
-    const auto [begin, end] = rows_of_part(args.shape.rows, part, parts);
+  on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
     input_gradient_range(args, gradient, begin, end);
   });
 }

@@ -163,9 +163,11 @@ FusedBatchNorm fused_batch_norm_train(const Tensor& input, const Tensor& weight,
   Tensor invstd = torch::empty({channels});  // (C) float32
   const double* mean64 = result.mean.data_ptr<double>();
   const double* m2 = result.m2.data_ptr<double>();
+  float* mean32 = mean.data_ptr<float>();
+  float* invstd32 = invstd.data_ptr<float>();
   for (int64_t c = 0; c < channels; ++c) {
-    mean.data_ptr<float>()[c] = float(mean64[c]);
-    invstd.data_ptr<float>()[c] = float(1.0 / std::sqrt(m2[c] / double(shape.rows) + eps));
+    mean32[c] = float(mean64[c]);
+    invstd32[c] = float(1.0 / std::sqrt(m2[c] / double(shape.rows) + eps));
   }
   const Tensor residual =
       epilogue.residual.defined() ? epilogue.residual : torch::empty({0});  // like input, or (0)

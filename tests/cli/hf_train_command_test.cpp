@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -146,6 +147,30 @@ TEST(HfTrainCommand, ALlamaWithoutDropoutRunsTwoMicroBatchesAtOnceToTheSameLosse
   }
   ASSERT_EQ(losses[0].size(), 3u);
   EXPECT_EQ(losses[0], losses[1]);  // bitwise: one thread per pass either way
+}
+
+TEST(HfTrainCommand, ALlamaRunsItsElementwiseStepsFusedToTheCompositeLosses) {
+  testing::TempDir dir;
+  const std::string corpus = dir.write("corpus.txt", small_corpus()).string();
+  std::vector<double> losses[2];
+  const std::string kernels[2] = {"auto", "composite"};
+  const std::regex rows[2] = {std::regex("\nelementwise +fused +RMSNorm, rotary"),
+                              std::regex("\nelementwise +composite +one operation per step")};
+  for (int i = 0; i < 2; ++i) {
+    const std::string run_dir = (dir.path() / kernels[i]).string();
+    const Result r =
+        run("train " + hf_settings("tiny-llama") + "-s data.path=" + corpus +
+            " -s train.steps=4 -s train.eval_every=0 -s model.block_kernel=" + kernels[i] +
+            " --run-dir " + run_dir);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(std::regex_search(r.output, rows[i])) << r.output;
+    for (const nlohmann::json& step : records(run_dir, "window"))
+      losses[i].push_back(step["loss"].get<double>());
+  }
+  ASSERT_EQ(losses[0].size(), 4u);
+  ASSERT_EQ(losses[1].size(), 4u);
+  for (size_t step = 0; step < 4; ++step)
+    EXPECT_NEAR(losses[0][step], losses[1][step], 1e-5 * std::abs(losses[1][step])) << step;
 }
 
 /// Chat records: `count` conversations of one or two user/assistant exchanges, the first with a

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/attention.h"
@@ -148,6 +149,56 @@ TEST(Attention, FusedIsRefusedOnlyWhereLibTorchHasNone) {
         << message;
   }
   set_attention_kernel(before, "model.attention");
+}
+
+TEST(Attention, GroupedKeysAndValuesEqualRepeatingThemPerQueryHead) {
+  // 6 query heads on 2 key heads: query head h uses key head h / 3, as transformers' repeat_kv.
+  constexpr int64_t kQueryHeads = 6, kKeyHeads = 2;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  const struct {
+    const char* what;
+    AttentionMask mask;
+  } masks[] = {{"no mask", {false, {}}},
+               {"causal", {true, {}}},
+               {"padding", {false, example_padding()}},
+               {"causal and padding", {true, example_padding()}}};
+  std::vector<AttentionKernel> kernels = {AttentionKernel::kComposite};
+  if (fused_attention_available())
+    kernels.push_back(AttentionKernel::kFused);
+  for (const AttentionKernel kernel : kernels) {
+    const ScopedAttentionKernel choice(kernel);
+    for (const auto& m : masks) {
+      SCOPED_TRACE(to_string(kernel) + ", " + m.what);
+      torch::manual_seed(23);
+      const torch::Tensor q =
+          torch::randn({kBatch, kQueryHeads, kTime, kHeadDim}, options).requires_grad_();
+      const torch::Tensor k =
+          torch::randn({kBatch, kKeyHeads, kTime, kHeadDim}, options).requires_grad_();
+      const torch::Tensor v =
+          torch::randn({kBatch, kKeyHeads, kTime, kHeadDim}, options).requires_grad_();
+      const torch::Tensor upstream = torch::randn({kBatch, kQueryHeads, kTime, kHeadDim}, options);
+      const torch::Tensor grouped = scaled_dot_product_attention(q, k, v, m.mask, 0.0, true);
+      const auto gradients = [&](const torch::Tensor& y) {
+        return torch::autograd::grad({y}, {q, k, v}, {upstream});
+      };
+      const auto grouped_grads = gradients(grouped);
+      const auto repeat = [&](const torch::Tensor& t) {
+        return t.repeat_interleave(kQueryHeads / kKeyHeads, /*dim=*/1);
+      };
+      const torch::Tensor repeated =
+          scaled_dot_product_attention(q, repeat(k), repeat(v), m.mask, 0.0, true);
+      const auto repeated_grads = gradients(repeated);
+      EXPECT_LE(testing::relative_difference(grouped, repeated), 1e-14);
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_LE(testing::relative_difference(grouped_grads[i], repeated_grads[i]), 1e-13) << i;
+    }
+  }
+  const torch::Tensor q = torch::randn({1, 6, 3, 4});
+  const torch::Tensor kv = torch::randn({1, 4, 3, 4});
+  testing::expect_contains(testing::logic_error_of([&] {
+                             scaled_dot_product_attention(q, kv, kv, {true, {}}, 0.0, false);
+                           }),
+                           {"dividing the 6 query heads", "got 4 and 4"});
 }
 
 TEST(Attention, CausalMaskNeedsAsManyQueriesAsKeys) {

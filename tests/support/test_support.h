@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,19 @@ std::string input_error_of(Action action) {
     return error.what();
   }
   ADD_FAILURE() << "expected bigbatch::InputError";
+  return "";
+}
+
+/// Runs `action` and returns the message of the std::logic_error (a failed BB_CHECK) it must
+/// throw (a test failure, and "", when it throws none).
+template <typename Action>
+std::string logic_error_of(Action action) {
+  try {
+    action();
+  } catch (const std::logic_error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected std::logic_error";
   return "";
 }
 

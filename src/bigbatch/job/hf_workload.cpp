@@ -308,6 +308,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
     model.bert->set_skip_padding(options.skip_padding);
   w.module = model.module();
   w.attention_keys = context;
+  w.llama_ops = !model.llama.is_empty();
   if (const std::string dropouts = model.dropouts(); !dropouts.empty()) {
     w.concurrency_need = cat("a model without dropout: ", options.model_path, "/config.json has ",
                              dropouts, " (or run one micro-batch at a time)");

@@ -31,6 +31,28 @@ void add_block_row(Table& table, const TrainingJobOptions& options, double dropo
             cat(why, " (block_kernel = \"", nn::to_string(options.block_kernel), "\")"));
 }
 
+/// The elementwise row of the Llama family: whether RMSNorm, the rotary embeddings and SwiGLU
+/// run on nn/llama_ops' fused CPU nodes (nn::use_fused_llama_ops decides per call, by the same
+/// rule: float32 on the CPU, block_kernel not "composite").
+void add_llama_ops_row(Table& table, const TrainingJobOptions& options, bool cpu, bool float64) {
+  const std::string setting =
+      cat(" (block_kernel = \"", nn::to_string(options.block_kernel), "\")");
+  if (options.block_kernel == nn::BlockKernel::kComposite || !cpu || float64) {
+    table.add("elementwise", "composite",
+              cat(options.block_kernel == nn::BlockKernel::kComposite ? "one operation per step"
+                  : !cpu ? "the fused kernels are for the CPU"
+                         : "the fused kernels are for float32",
+                  setting));
+  } else if (options.precision == nn::Precision::kFp32) {
+    table.add("elementwise", "fused",
+              cat("RMSNorm, rotary embeddings, SwiGLU: one autograd node each", setting));
+  } else {
+    table.add("elementwise", "fused norms",
+              cat("RMSNorm one node; rotary embeddings and SwiGLU as operations in ",
+                  nn::to_string(options.precision), setting));
+  }
+}
+
 void add_model_section(Table& table, const TrainingJobOptions& options, const Workload& w,
                        const engine::Plan& plan) {
   table.section("model");
@@ -76,6 +98,8 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
   }
   if (w.pre_ln_block_dropout)
     add_block_row(table, options, *w.pre_ln_block_dropout, cpu, attention);
+  if (w.llama_ops)
+    add_llama_ops_row(table, options, cpu, by_dtype.count("Double") > 0);
   if (w.add_model_rows)
     w.add_model_rows(table, plan);
 }

@@ -39,6 +39,9 @@ struct Workload {
   /// The dropout of the model's models::PreLnBlock blocks (the GPT's, the BERT's), for the plan
   /// table's blocks row; unset for a model without them.
   std::optional<double> pre_ln_block_dropout;
+  /// Whether the model's element-wise steps go through nn/llama_ops (the Llama family), for the
+  /// plan table's elementwise row.
+  bool llama_ops = false;
   /// What the model lacks to run several training passes at once (a forward that writes
   /// BatchNorm statistics or draws dropout masks), as the clause after "needs": "gpt.dropout = 0,
   /// got 0.1: ...". Empty when it can (engine::TrainerOptions::concurrent_micro_batches > 1, and

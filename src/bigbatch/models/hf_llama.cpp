@@ -8,6 +8,7 @@
 #include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/llama_ops.h"
 
 namespace bigbatch::models {
 namespace {
@@ -57,12 +58,6 @@ void read_rope(const nlohmann::json& rope, const std::string& where, HfLlamaConf
 
 nn::AdaptedLinear linear(int64_t in, int64_t out, bool bias) {
   return nn::AdaptedLinear(in, out, bias);
-}
-
-/// The two halves of the last dimension swapped, the first negated: (-x2, x1).
-torch::Tensor rotate_half(const torch::Tensor& x) {
-  const auto halves = x.chunk(2, /*dim=*/-1);
-  return torch::cat({-halves[1], halves[0]}, /*dim=*/-1);
 }
 
 }  // namespace
@@ -121,9 +116,7 @@ RmsNormImpl::RmsNormImpl(int64_t width, double eps) : eps_(eps) {
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor x32 = x.to(torch::kFloat);  // (..., width)
-  const torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return weight * normed.to(x.scalar_type());
+  return nn::rms_norm(x, weight, eps_);  // (..., width)
 }
 
 torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config) {
@@ -172,22 +165,13 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   const int64_t heads = config_.num_attention_heads();
   const int64_t kv_heads = config_.num_key_value_heads();
   const int64_t d = config_.head_dim();
-  const auto split = [&](const torch::Tensor& t, int64_t n) {  // (B, T, n*D) -> (B, n, T, D)
-    return t.view({batch, time, n, d}).transpose(1, 2);
-  };
-  const auto rope = [&](const torch::Tensor& t) { return t * cos + rotate_half(t) * sin; };
-  const torch::Tensor q = rope(split(q_proj->forward(x), heads));  // (B, H, T, D)
-  torch::Tensor k = rope(split(k_proj->forward(x), kv_heads));     // (B, KV, T, D)
-  torch::Tensor v = split(v_proj->forward(x), kv_heads);           // (B, KV, T, D)
-  if (kv_heads != heads) {  // repeat_kv: each key/value head serves heads / kv_heads queries
-    const auto repeat = [&](const torch::Tensor& t) {
-      return t.unsqueeze(2)
-          .expand({batch, kv_heads, heads / kv_heads, time, d})
-          .reshape({batch, heads, time, d});
-    };
-    k = repeat(k);
-    v = repeat(v);
-  }
+  // Keys and values stay at kv_heads: the attention serves each to heads / kv_heads queries.
+  const torch::Tensor q =
+      nn::rotary_embedding(q_proj->forward(x), cos, sin, heads);  // (B, H, T, D)
+  const torch::Tensor k =
+      nn::rotary_embedding(k_proj->forward(x), cos, sin, kv_heads);  // (B, KV, T, D)
+  const torch::Tensor v =
+      v_proj->forward(x).view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
   const torch::Tensor y =
       nn::scaled_dot_product_attention(q, k, v, mask, config_.attention_dropout(),
                                        is_training());  // (B, H, T, D)
@@ -203,7 +187,7 @@ HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) {
 }
 
 torch::Tensor HfLlamaMlpImpl::forward(const torch::Tensor& x) {
-  return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));  // (B, T, C)
+  return down_proj->forward(nn::swiglu(gate_proj->forward(x), up_proj->forward(x)));  // (B, T, C)
 }
 
 HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config) {

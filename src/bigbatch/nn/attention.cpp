@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/torch_compat.h"
@@ -35,18 +36,23 @@ torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k
                                   double dropout, bool training) {
   const int64_t batch = q.size(0);
   const int64_t heads = q.size(1);
+  const int64_t kv_heads = k.size(1);
+  const int64_t groups = heads / kv_heads;  // query heads per key head
   const int64_t queries = q.size(2);
   const int64_t keys = k.size(2);
   const int64_t head_dim = q.size(3);
   // The copies a batched product needs (torch::matmul of the 4-D tensors makes the same ones).
-  const torch::Tensor q3 = q.reshape({batch * heads, queries, head_dim});  // (B*H, T, D)
-  const torch::Tensor k3 = k.reshape({batch * heads, keys, head_dim});     // (B*H, S, D)
-  const torch::Tensor v3 = v.reshape({batch * heads, keys, head_dim});     // (B*H, S, D)
+  // The queries of the heads that share a key head are stacked (G*T rows of one product), so
+  // grouped keys and values are not repeated per query head, nor their gradients summed back.
+  const torch::Tensor q3 =
+      q.reshape({batch * kv_heads, groups * queries, head_dim});           // (B*KV, G*T, D)
+  const torch::Tensor k3 = k.reshape({batch * kv_heads, keys, head_dim});  // (B*KV, S, D)
+  const torch::Tensor v3 = v.reshape({batch * kv_heads, keys, head_dim});  // (B*KV, S, D)
   const torch::Tensor mask =
-      additive_attention_mask(attention_mask, batch, heads, queries, keys, q.options());
+      additive_attention_mask(attention_mask, batch, kv_heads, queries, keys, q.options(), groups);
   const torch::Tensor scores = nn::baddbmm(mask, q3, k3.transpose(1, 2),
-                                           1.0 / std::sqrt(double(head_dim)));  // (B*H, T, S)
-  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);                     // (B*H, T, S)
+                                           1.0 / std::sqrt(double(head_dim)));  // (B*KV, G*T, S)
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);                     // (B*KV, G*T, S)
   if (dropout > 0.0)
     probs = torch::dropout(probs, dropout, training);
   return nn::matmul(probs, v3).view({batch, heads, queries, head_dim});  // (B, H, T, D)
@@ -56,28 +62,36 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, const AttentionMask& mask, double dropout,
                               bool training) {
   const double p = training ? dropout : 0.0;
+  const int64_t groups = q.size(1) / k.size(1);
+  const torch::Tensor keys = groups > 1 ? k.repeat_interleave(groups, /*dim=*/1) : k;
+  const torch::Tensor values = groups > 1 ? v.repeat_interleave(groups, /*dim=*/1) : v;
   if (!mask.padding.defined())
-    return compat::fused_attention(q, k, v, torch::Tensor(), p, mask.causal);
+    return compat::fused_attention(q, keys, values, torch::Tensor(), p, mask.causal);
   const torch::Tensor allowed =
       blocked_positions(mask, q.size(2), k.size(2), q.device()).logical_not();
-  return compat::fused_attention(q, k, v, allowed, p, /*causal=*/false);
+  return compat::fused_attention(q, keys, values, allowed, p, /*causal=*/false);
 }
 
 }  // namespace
 
 torch::Tensor additive_attention_mask(const AttentionMask& mask, int64_t batch, int64_t heads,
                                       int64_t queries, int64_t keys,
-                                      const torch::TensorOptions& options) {
+                                      const torch::TensorOptions& options, int64_t groups) {
   // Added inside the scores' product kernel, with the 1/sqrt(D) scale, instead of a
   // multiplication and a masked_fill over the scores (and their two passes in backward).
-  // Broadcasting a (T, S) mask stays a view.
+  // Broadcasting a (T, S) mask, or a (G*T, S) one for grouped queries, stays a view.
+  const int64_t rows = groups * queries;
   const torch::Tensor blocked = blocked_positions(mask, queries, keys, options.device());
   if (!blocked.defined())
-    return torch::zeros({1, 1, 1}, options).expand({batch * heads, queries, keys});
-  return torch::zeros(blocked.sizes(), options)
-      .masked_fill_(blocked, -std::numeric_limits<double>::infinity())
-      .expand({batch, heads, queries, keys})
-      .reshape({batch * heads, queries, keys});
+    return torch::zeros({1, 1, 1}, options).expand({batch * heads, rows, keys});
+  torch::Tensor additive = torch::zeros(blocked.sizes(), options)
+                               .masked_fill_(blocked, -std::numeric_limits<double>::infinity());
+  if (groups > 1 && additive.size(-2) > 1) {  // (T, S) -> (G*T, S); (B, 1, T, S) -> (B, 1, G*T, S)
+    std::vector<int64_t> repeats(size_t(additive.dim()), 1);
+    repeats[repeats.size() - 2] = groups;
+    additive = additive.repeat(repeats);
+  }
+  return additive.expand({batch, heads, rows, keys}).reshape({batch * heads, rows, keys});
 }
 
 AttentionKernel parse_attention_kernel(const std::string& text, const std::string& field) {
@@ -132,6 +146,9 @@ torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::
   BB_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
            "scaled_dot_product_attention expects (B, H, T, D) queries, keys and values, got ",
            q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  BB_CHECK(k.size(1) == v.size(1) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
+           "scaled_dot_product_attention expects as many key as value heads, dividing the ",
+           q.size(1), " query heads, got ", k.size(1), " and ", v.size(1));
   BB_CHECK(!mask.causal || q.size(2) == k.size(2),
            "a causal mask needs as many queries as keys, got ", q.size(2), " and ", k.size(2));
   const AttentionSite site{q.device().is_cpu(),

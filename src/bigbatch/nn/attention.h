@@ -55,16 +55,21 @@ constexpr int64_t kFusedCpuBf16MinKeys = 1024;
 AttentionKernel resolve_attention_kernel(AttentionKernel kernel, const AttentionSite& site);
 
 /// The mask as scores to add: 0 where a query may attend to a key, -inf where `mask` blocks it,
-/// in `options`' dtype and device; a view where it can be (a causal mask alone, no mask).
-/// -> (B*H, T, S)
+/// in `options`' dtype and device; a view where it can be (a causal mask alone, no mask). With
+/// `groups` > 1 the queries of `groups` heads that share a key head are stacked along the query
+/// dimension (grouped-query attention), and the mask's rows repeat for each.
+/// -> (B*H, groups*T, S)
 torch::Tensor additive_attention_mask(const AttentionMask& mask, int64_t batch, int64_t heads,
                                       int64_t queries, int64_t keys,
-                                      const torch::TensorOptions& options);
+                                      const torch::TensorOptions& options, int64_t groups = 1);
 
 /// softmax(q k^T / sqrt(D) + mask) v, with dropout `dropout` on the probabilities when
 /// `training`, by attention_kernel(). Every query must be left at least one key by `mask`, or
-/// its output is NaN (composite) or undefined (fused).
-/// q (B, H, T, D), k (B, H, S, D), v (B, H, S, D) -> (B, H, T, D)
+/// its output is NaN (composite) or undefined (fused). With fewer key and value heads KV than
+/// query heads H (grouped-query attention), query head h uses key head h / (H / KV), as
+/// transformers' repeat_kv; the composite kernel does so without copying keys and values per
+/// query head.
+/// q (B, H, T, D), k (B, KV, S, D), v (B, KV, S, D), KV dividing H -> (B, H, T, D)
 torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, const AttentionMask& mask,
                                            double dropout, bool training);

@@ -1,25 +1,9 @@
 #include "bigbatch/nn/batch_norm_kernels.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
-#include <utility>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-// The loops below are written for the compiler to vectorise over channels; GCC on x86-64 builds
-// each one for AVX-512, AVX2 and the baseline and picks one per machine when the program loads.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define BB_VECTOR_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define BB_INLINE inline __attribute__((always_inline))
-#else
-#define BB_VECTOR_CLONES
-#define BB_INLINE inline
-#endif
+#include "bigbatch/nn/row_parts_omp.h"
 
 // Calls function<C>(args...) with the channel count as a constant for the widths a ResNet has (the
 // accumulators then stay in registers and the loops unroll), function<0>(args...) otherwise.
@@ -40,54 +24,6 @@
 
 namespace bigbatch::nn::kernels {
 namespace {
-
-/// Rows reduced in float before the partial result joins the double accumulators: 64 rows of
-/// 64 channels are 16 KiB, still in L1 for the second pass of channel_moments.
-constexpr int64_t kChunkRows = 64;
-
-/// Values below which a pass runs on the calling thread alone instead of paying for a fork and
-/// join of the OpenMP threads.
-constexpr int64_t kParallelValues = 16384;
-
-/// Rows [begin, end) of part `part` of `parts`: contiguous, in whole chunks but for the last.
-std::pair<int64_t, int64_t> rows_of_part(int64_t rows, int64_t part, int64_t parts) {
-  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-  const int64_t per_part = (chunks + parts - 1) / parts;
-  return {std::min(rows, part * per_part * kChunkRows),
-          std::min(rows, (part + 1) * per_part * kChunkRows)};
-}
-
-/// Splits the rows of `shape` into one contiguous part per OpenMP thread of the calling thread's
-/// team (LibTorch's count for this thread, at::get_num_threads()), or a single part for fewer
-/// than kParallelValues values, and runs `work(part, begin, end)` for each on its own thread.
-/// Returns the number of parts, at most at::get_num_threads(); the split depends on the shape
-/// and the team size only, so results per part merge in a fixed order. This file is built with
-/// -fopenmp (CMakeLists.txt) because ATen's at::parallel_for is a header template that runs
-/// serially in code built without it. The team size is left to the thread's own setting (no
-/// num_threads clause, as ATen does: GOMP rebuilds its pool when the requested size changes).
-/// `work` must not throw.
-template <typename Work>
-int64_t on_row_parts(RowShape shape, const Work& work) {
-  const bool parallel = shape.rows * shape.channels >= kParallelValues && at::get_num_threads() > 1;
-#ifdef _OPENMP
-  if (parallel && !omp_in_parallel()) {
-    int64_t parts = 1;
-#pragma omp parallel
-    {
-      const int64_t part = omp_get_thread_num();
-      const int64_t team = omp_get_num_threads();
-      if (part == 0)
-        parts = team;
-      const auto [begin, end] = rows_of_part(shape.rows, part, team);
-      work(part, begin, end);
-    }
-    return parts;
-  }
-#endif
-  (void)parallel;
-  work(0, 0, shape.rows);
-  return 1;
-}
 
 /// The count, mean and M2 of part of the rows, per channel, in double.
 struct PartMoments {

@@ -7,13 +7,9 @@
 
 #include <cstdint>
 
-namespace bigbatch::nn::kernels {
+#include "bigbatch/nn/row_shape.h"
 
-/// An (M, C) row-major float32 matrix's shape.
-struct RowShape {
-  int64_t rows = 0;      ///< M: B (x H x W)
-  int64_t channels = 0;  ///< C
-};
+namespace bigbatch::nn::kernels {
 
 /// Per-channel batch moments of x (M, C): `mean` (C) and `m2` (C), the sum of squared
 /// deviations from the mean, both in double. Chunks of rows are reduced in float with two passes

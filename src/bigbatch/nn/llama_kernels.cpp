@@ -1,0 +1,230 @@
+#include "bigbatch/nn/llama_kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "bigbatch/nn/row_parts_omp.h"
+
+namespace bigbatch::nn::kernels {
+namespace {
+
+/// Values per row when a flat element-wise pass is split over the threads as rows.
+constexpr int64_t kFlatRow = 1024;
+
+/// exp(x) for float32 x as a polynomial that the compiler vectorises (Cephes' expf: a
+/// degree-6 polynomial on [-ln2/2, ln2/2] times 2^n, within 0.99 ulp), so the loops around it need
+/// no call into libm. NaN stays NaN; arguments are clamped to [-87, 88], where 2^n is a normal
+/// float (exp(-87) = 1.6e-38 instead of a subnormal or 0, exp(88) = 1.7e38 instead of inf).
+BB_INLINE float exp_polynomial(float x) {
+  const bool number = x == x;
+  const float clamped = std::min(std::max(number ? x : 0.0f, -87.0f), 88.0f);
+  // Rounded to the nearest integer by adding and taking away 1.5 * 2^23: with std::floor
+  // instead, GCC 12 left the SwiGLU loops scalar in every clone.
+  const float shifter = 12582912.0f;
+  const float n = (clamped * 1.44269504088896341f + shifter) - shifter;
+  const float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return number ? y * scale : x;
+}
+
+BB_VECTOR_CLONES
+void rms_norm_range(const RmsNormRows& a, int64_t begin, int64_t end) {
+  const int64_t channels = a.shape.channels;
+  const float* __restrict weight = a.weight;
+  const float inverse_channels = 1.0f / float(channels);
+  for (int64_t r = begin; r < end; ++r) {
+    const float* __restrict x = a.input + r * channels;
+    float* __restrict y = a.output + r * channels;
+    float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t c = 0; c < channels; ++c)
+      squares += x[c] * x[c];
+    // mean(x^2) rounded, then rsqrt of it plus eps, as torch.rsqrt(x.pow(2).mean(-1) + eps).
+    const float rstd = 1.0f / std::sqrt(squares * inverse_channels + a.eps);
+    a.rstd[r] = rstd;
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c)
+      y[c] = weight[c] * (x[c] * rstd);
+  }
+}
+
+/// RMSNorm's backward over rows [begin, end), which start on a chunk boundary; writes each
+/// chunk's float sums of dy * n to `chunk_sums` (chunks, C) unless it is nullptr.
+BB_VECTOR_CLONES
+void rms_norm_backward_range(const RmsNormBackwardRows& a, int64_t begin, int64_t end,
+                             float* chunk_sums) {
+  const int64_t channels = a.shape.channels;
+  const float* __restrict weight = a.weight;
+  const float inverse_channels = 1.0f / float(channels);
+  for (int64_t first = begin; first < end; first += kChunkRows) {
+    const int64_t last = std::min(end, first + kChunkRows);
+    float* __restrict sums =
+        chunk_sums != nullptr ? chunk_sums + (first / kChunkRows) * channels : nullptr;
+    if (sums != nullptr)
+      std::fill(sums, sums + channels, 0.0f);
+    for (int64_t r = first; r < last; ++r) {
+      const float* __restrict dy = a.grad_output + r * channels;
+      const float* __restrict x = a.input + r * channels;
+      const float rstd = a.rstd[r];
+      if (a.grad_input != nullptr) {
+        float dot = 0.0f;  // sum of dy * weight * x
+#pragma omp simd reduction(+ : dot)
+        for (int64_t c = 0; c < channels; ++c)
+          dot += dy[c] * weight[c] * x[c];
+        // dx = rstd * dn - x * rstd^3 * mean(dn * x), dn = dy * weight.
+        const float coefficient = rstd * rstd * rstd * dot * inverse_channels;
+        float* __restrict dx = a.grad_input + r * channels;
+#pragma omp simd
+        for (int64_t c = 0; c < channels; ++c)
+          dx[c] = rstd * (dy[c] * weight[c]) - x[c] * coefficient;
+      }
+      if (sums != nullptr) {
+#pragma omp simd
+        for (int64_t c = 0; c < channels; ++c)
+          sums[c] += dy[c] * (x[c] * rstd);
+      }
+    }
+  }
+}
+
+/// The rotary map over the token rows [begin, end): forward from (B, T, H, D) to (B, H, T, D),
+/// backward (its transpose: the rotation by minus the angle) from (B, H, T, D) to (B, T, H, D).
+template <bool kBackward>
+BB_INLINE void rotary_rows(const RotaryRows& a, int64_t begin, int64_t end) {
+  const int64_t heads = a.heads, dim = a.head_dim, time = a.time, half = dim / 2;
+  for (int64_t n = begin; n < end; ++n) {
+    const int64_t b = n / time, t = n % time;
+    const float* __restrict cos = a.cos + t * dim;
+    const float* __restrict sin = a.sin + t * dim;
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t token_major = (n * heads + h) * dim;              // in (B, T, H, D)
+      const int64_t head_major = ((b * heads + h) * time + t) * dim;  // in (B, H, T, D)
+      const float* __restrict x = a.input + (kBackward ? head_major : token_major);
+      float* __restrict y = a.output + (kBackward ? token_major : head_major);
+      if constexpr (!kBackward) {
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i)
+          y[i] = x[i] * cos[i] - x[i + half] * sin[i];
+#pragma omp simd
+        for (int64_t i = half; i < dim; ++i)
+          y[i] = x[i] * cos[i] + x[i - half] * sin[i];
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i)
+          y[i] = x[i] * cos[i] + x[i + half] * sin[i + half];
+#pragma omp simd
+        for (int64_t i = half; i < dim; ++i)
+          y[i] = x[i] * cos[i] - x[i - half] * sin[i - half];
+      }
+    }
+  }
+}
+
+BB_VECTOR_CLONES
+void rotary_forward_range(const RotaryRows& a, int64_t begin, int64_t end) {
+  rotary_rows<false>(a, begin, end);
+}
+
+BB_VECTOR_CLONES
+void rotary_backward_range(const RotaryRows& a, int64_t begin, int64_t end) {
+  rotary_rows<true>(a, begin, end);
+}
+
+BB_VECTOR_CLONES
+void swiglu_forward_range(const float* __restrict gate, const float* __restrict up,
+                          float* __restrict output, int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = gate[i];
+    const float silu = g / (1.0f + exp_polynomial(-g));  // as ATen's silu: x / (1 + exp(-x))
+    output[i] = silu * up[i];
+  }
+}
+
+BB_VECTOR_CLONES
+void swiglu_backward_range(const float* __restrict grad_output, const float* __restrict gate,
+                           const float* __restrict up, float* __restrict grad_gate,
+                           float* __restrict grad_up, int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = gate[i];
+    const float denominator = 1.0f + exp_polynomial(-g);
+    const float sigmoid = 1.0f / denominator;
+    const float dy = grad_output[i];
+    grad_up[i] = dy * (g / denominator);
+    grad_gate[i] = (dy * up[i]) * (sigmoid * (1.0f + g * (1.0f - sigmoid)));
+  }
+}
+
+/// Runs `work(begin, end)` over [0, count) in rows of kFlatRow values on the OpenMP threads.
+template <typename Work>
+void on_flat_parts(int64_t count, const Work& work) {
+  const RowShape shape{(count + kFlatRow - 1) / kFlatRow, kFlatRow};
+  on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
+    work(begin * kFlatRow, std::min(count, end * kFlatRow));
+  });
+}
+
+}  // namespace
+
+void rms_norm_rows(const RmsNormRows& args) {
+  on_row_parts(args.shape,
+               [&](int64_t, int64_t begin, int64_t end) { rms_norm_range(args, begin, end); });
+}
+
+void rms_norm_backward_rows(const RmsNormBackwardRows& args) {
+  const int64_t channels = args.shape.channels;
+  const int64_t chunks = (args.shape.rows + kChunkRows - 1) / kChunkRows;
+  std::vector<float> chunk_sums(args.grad_weight != nullptr ? size_t(chunks * channels) : 0);
+  float* sums = args.grad_weight != nullptr ? chunk_sums.data() : nullptr;
+  on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
+    rms_norm_backward_range(args, begin, end, sums);
+  });
+  if (args.grad_weight == nullptr)
+    return;
+  std::vector<double> total(size_t(channels), 0.0);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const float* row = sums + chunk * channels;
+    for (int64_t c = 0; c < channels; ++c)
+      total[size_t(c)] += double(row[c]);
+  }
+  for (int64_t c = 0; c < channels; ++c)
+    args.grad_weight[c] = float(total[size_t(c)]);
+}
+
+void rotary_forward(const RotaryRows& args) {
+  on_row_parts(
+      {args.batch * args.time, args.heads * args.head_dim},
+      [&](int64_t, int64_t begin, int64_t end) { rotary_forward_range(args, begin, end); });
+}
+
+void rotary_backward(const RotaryRows& args) {
+  on_row_parts(
+      {args.batch * args.time, args.heads * args.head_dim},
+      [&](int64_t, int64_t begin, int64_t end) { rotary_backward_range(args, begin, end); });
+}
+
+void swiglu_forward(const float* gate, const float* up, float* output, int64_t count) {
+  on_flat_parts(count, [&](int64_t begin, int64_t end) {
+    swiglu_forward_range(gate, up, output, begin, end);
+  });
+}
+
+void swiglu_backward(const float* grad_output, const float* gate, const float* up, float* grad_gate,
+                     float* grad_up, int64_t count) {
+  on_flat_parts(count, [&](int64_t begin, int64_t end) {
+    swiglu_backward_range(grad_output, gate, up, grad_gate, grad_up, begin, end);
+  });
+}
+
+}  // namespace bigbatch::nn::kernels

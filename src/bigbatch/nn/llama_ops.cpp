@@ -1,0 +1,183 @@
+#include "bigbatch/nn/llama_ops.h"
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/nn/fused_block.h"
+#include "bigbatch/nn/llama_kernels.h"
+
+namespace bigbatch::nn {
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+/// Throws in a fused node's backward when it is asked for a second derivative.
+void check_first_order(const char* node) {
+  BB_CHECK(!torch::GradMode::is_enabled(), "nn::", node,
+           " runs fused on the CPU and has no second derivative (backward with create_graph); "
+           "run it with model.block_kernel = \"composite\" (nn::BlockKernel::kComposite)");
+}
+
+/// The data of `t`, or nullptr for an undefined tensor.
+float* data_or_null(Tensor& t) {
+  return t.defined() ? t.data_ptr<float>() : nullptr;
+}
+
+struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
+  // x (..., C), weight (C) -> (..., C)
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, double eps) {
+    const int64_t channels = x.size(-1);
+    const Tensor rows = x.contiguous().view({-1, channels});     // (M, C)
+    Tensor output = torch::empty_like(rows);                     // (M, C)
+    Tensor rstd = torch::empty({rows.size(0)}, rows.options());  // (M)
+    kernels::RmsNormRows args;
+    args.input = rows.data_ptr<float>();
+    args.weight = weight.data_ptr<float>();
+    args.output = output.data_ptr<float>();
+    args.rstd = rstd.data_ptr<float>();
+    args.shape = {rows.size(0), channels};
+    args.eps = float(eps);
+    kernels::rms_norm_rows(args);
+    ctx->save_for_backward({rows, weight, rstd});
+    return output.view(x.sizes());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    check_first_order("rms_norm");
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor& rows = saved[0];  // (M, C)
+    const int64_t channels = rows.size(1);
+    const Tensor grad = grads[0].contiguous().view({-1, channels});  // (M, C)
+    Tensor grad_input = ctx->needs_input_grad(0) ? torch::empty_like(rows) : Tensor();
+    Tensor grad_weight = ctx->needs_input_grad(1) ? torch::empty_like(saved[1]) : Tensor();
+    kernels::RmsNormBackwardRows args;
+    args.grad_output = grad.data_ptr<float>();
+    args.input = rows.data_ptr<float>();
+    args.weight = saved[1].data_ptr<float>();
+    args.rstd = saved[2].data_ptr<float>();
+    args.grad_input = data_or_null(grad_input);
+    args.grad_weight = data_or_null(grad_weight);
+    args.shape = {rows.size(0), channels};
+    kernels::rms_norm_backward_rows(args);
+    if (grad_input.defined())
+      grad_input = grad_input.view(grads[0].sizes());
+    return {grad_input, grad_weight, Tensor()};
+  }
+};
+
+struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
+  // x (B, T, H*D), cos and sin (T, D) -> (B, H, T, D)
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                        int64_t heads) {
+    const Tensor input = x.contiguous();
+    kernels::RotaryRows args{
+        nullptr, cos.data_ptr<float>(), sin.data_ptr<float>(), nullptr, x.size(0), x.size(1),
+        heads,   x.size(2) / heads};
+    Tensor output = torch::empty({args.batch, heads, args.time, args.head_dim}, x.options());
+    args.input = input.data_ptr<float>();
+    args.output = output.data_ptr<float>();
+    kernels::rotary_forward(args);
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["heads"] = heads;
+    return output;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    check_first_order("rotary_embedding");
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor grad = grads[0].contiguous();  // (B, H, T, D)
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    kernels::RotaryRows args{grad.data_ptr<float>(),
+                             saved[0].data_ptr<float>(),
+                             saved[1].data_ptr<float>(),
+                             nullptr,
+                             grad.size(0),
+                             grad.size(2),
+                             heads,
+                             grad.size(3)};
+    Tensor grad_input =
+        torch::empty({args.batch, args.time, heads * args.head_dim}, grad.options());
+    args.output = grad_input.data_ptr<float>();
+    kernels::rotary_backward(args);
+    return {grad_input, Tensor(), Tensor(), Tensor()};
+  }
+};
+
+struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
+  // gate, up (...) -> (...)
+  static Tensor forward(AutogradContext* ctx, const Tensor& gate, const Tensor& up) {
+    const Tensor g = gate.contiguous(), u = up.contiguous();
+    Tensor output = torch::empty_like(g);
+    kernels::swiglu_forward(g.data_ptr<float>(), u.data_ptr<float>(), output.data_ptr<float>(),
+                            g.numel());
+    ctx->save_for_backward({g, u});
+    return output;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    check_first_order("swiglu");
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor grad = grads[0].contiguous();
+    Tensor grad_gate = torch::empty_like(saved[0]), grad_up = torch::empty_like(saved[1]);
+    kernels::swiglu_backward(grad.data_ptr<float>(), saved[0].data_ptr<float>(),
+                             saved[1].data_ptr<float>(), grad_gate.data_ptr<float>(),
+                             grad_up.data_ptr<float>(), grad.numel());
+    return {grad_gate, grad_up};
+  }
+};
+
+/// The two halves of the last dimension swapped, the first negated: (-x2, x1).
+Tensor rotate_half(const Tensor& x) {
+  const auto halves = x.chunk(2, /*dim=*/-1);
+  return torch::cat({-halves[1], halves[0]}, /*dim=*/-1);
+}
+
+}  // namespace
+
+bool use_fused_llama_ops(std::initializer_list<const torch::Tensor*> tensors) {
+  if (block_kernel() == BlockKernel::kComposite)
+    return false;
+  for (const Tensor* t : tensors) {
+    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != torch::kFloat)
+      return false;
+  }
+  return true;
+}
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  BB_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1), "rms_norm: weight ",
+           weight.sizes(), " does not match the last dimension of x ", x.sizes());
+  if (x.numel() > 0 && use_fused_llama_ops({&x, &weight}))
+    return RmsNormFunction::apply(x, weight.contiguous(), eps);
+  const Tensor x32 = x.to(torch::kFloat);  // (..., C)
+  const Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+torch::Tensor rotary_embedding(const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin, int64_t heads) {
+  BB_CHECK(x.dim() == 3 && heads > 0 && x.size(2) % heads == 0 && (x.size(2) / heads) % 2 == 0,
+           "rotary_embedding expects x (B, T, H*D) with ", heads, " heads of an even size, got ",
+           x.sizes());
+  const int64_t dim = x.size(2) / heads;
+  BB_CHECK(cos.sizes() == sin.sizes() && cos.dim() == 2 && cos.size(0) == x.size(1) &&
+               cos.size(1) == dim,
+           "rotary_embedding expects cos and sin of (T, D) = (", x.size(1), ", ", dim, "), got ",
+           cos.sizes(), " and ", sin.sizes());
+  BB_CHECK(!cos.requires_grad() && !sin.requires_grad(),
+           "rotary_embedding gives cos and sin no gradient, but they require one");
+  if (x.numel() > 0 && use_fused_llama_ops({&x, &cos, &sin}))
+    return RotaryFunction::apply(x, cos.contiguous(), sin.contiguous(), heads);
+  const Tensor split = x.view({x.size(0), x.size(1), heads, dim}).transpose(1, 2);  // (B,H,T,D)
+  return split * cos + rotate_half(split) * sin;
+}
+
+torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
+  BB_CHECK(gate.sizes() == up.sizes(), "swiglu expects gate and up of the same sizes, got ",
+           gate.sizes(), " and ", up.sizes());
+  if (gate.numel() > 0 && use_fused_llama_ops({&gate, &up}))
+    return SwigluFunction::apply(gate, up);
+  return torch::silu(gate) * up;
+}
+
+}  // namespace bigbatch::nn

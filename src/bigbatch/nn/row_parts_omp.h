@@ -1,0 +1,80 @@
+// What the CPU row kernels (batch_norm_kernels.cpp, llama_kernels.cpp) share: the per-ISA clone
+// attributes and the split of a (M, C) matrix's rows over LibTorch's OpenMP threads. Include it
+// only from .cpp files that CMakeLists.txt builds with -fopenmp: ATen's at::parallel_for is a
+// header template whose pragma does nothing in code built without it, and so would this.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#ifdef _OPENMP
+#include <omp.h>
+#elif defined(__GNUC__) && !defined(__clang__)
+#error "row_parts_omp.h needs -fopenmp: add this file to the OpenMP list in CMakeLists.txt"
+#endif
+
+#include "bigbatch/nn/row_shape.h"
+
+// The loops of the row kernels are written for the compiler to vectorise; GCC on x86-64 builds
+// each one for AVX-512, AVX2 and the baseline and picks one per machine when the program loads.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define BB_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define BB_INLINE inline __attribute__((always_inline))
+#else
+#define BB_VECTOR_CLONES
+#define BB_INLINE inline
+#endif
+
+namespace bigbatch::nn::kernels {
+
+/// Rows a chunked reduction sums in float before the partial result joins a wider accumulator:
+/// 64 rows of 64 channels are 16 KiB, still in L1 for a second pass over them.
+constexpr int64_t kChunkRows = 64;
+
+/// Values below which a pass runs on the calling thread alone instead of paying for a fork and
+/// join of the OpenMP threads.
+constexpr int64_t kParallelValues = 16384;
+
+/// Rows [begin, end) of part `part` of `parts`: contiguous, in whole chunks but for the last.
+inline std::pair<int64_t, int64_t> rows_of_part(int64_t rows, int64_t part, int64_t parts) {
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  const int64_t per_part = (chunks + parts - 1) / parts;
+  return {std::min(rows, part * per_part * kChunkRows),
+          std::min(rows, (part + 1) * per_part * kChunkRows)};
+}
+
+/// Splits the rows of `shape` into one contiguous part per OpenMP thread of the calling thread's
+/// team (LibTorch's count for this thread, at::get_num_threads()), or a single part for fewer
+/// than kParallelValues values, and runs `work(part, begin, end)` for each on its own thread.
+/// Returns the number of parts, at most at::get_num_threads(); the split depends on the shape
+/// and the team size only, and falls on chunk boundaries, so results per part or per chunk merge
+/// in a fixed order. The team size is left to the thread's own setting (no num_threads clause,
+/// as ATen does: GOMP rebuilds its pool when the requested size changes). `work` must not throw.
+template <typename Work>
+int64_t on_row_parts(RowShape shape, const Work& work) {
+  const bool parallel = shape.rows * shape.channels >= kParallelValues && at::get_num_threads() > 1;
+#ifdef _OPENMP
+  if (parallel && !omp_in_parallel()) {
+    int64_t parts = 1;
+#pragma omp parallel
+    {
+      const int64_t part = omp_get_thread_num();
+      const int64_t team = omp_get_num_threads();
+      if (part == 0)
+        parts = team;
+      const auto [begin, end] = rows_of_part(shape.rows, part, team);
+      work(part, begin, end);
+    }
+    return parts;
+  }
+#endif
+  (void)parallel;
+  work(0, 0, shape.rows);
+  return 1;
+}
+
+}  // namespace bigbatch::nn::kernels

@@ -1,0 +1,228 @@
+#include "bigbatch/nn/llama_ops.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bigbatch/nn/fused_block.h"
+#include "nn/scoped_setting.h"
+#include "support/test_support.h"
+
+namespace bigbatch::nn {
+namespace {
+
+using bigbatch::testing::expect_contains;
+using bigbatch::testing::logic_error_of;
+
+struct ScopedBlockKernel : testing::ScopedSetting<BlockKernel> {
+  explicit ScopedBlockKernel(BlockKernel kernel)
+      : ScopedSetting(block_kernel, set_block_kernel, kernel) {}
+};
+
+/// max |a - b| / max(1, max |b|), in float64.
+double relative_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor wide = b.to(torch::kFloat64);
+  const double scale = std::max(1.0, wide.abs().max().item<double>());
+  return (a.to(torch::kFloat64) - wide).abs().max().item<double>() / scale;
+}
+
+/// An operation on float32 inputs, run fused, then as the composite formula in float64 (the
+/// exact values) and in float32 (the error float32 allows); every input's gradient is compared
+/// against float64 within 4x the composite float32 error, or `floor`.
+using Operation = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+
+void expect_fused_matches_float64(const Operation& op, const std::vector<torch::Tensor>& inputs,
+                                  double floor) {
+  const auto with_grad = [&](torch::ScalarType dtype) {
+    std::vector<torch::Tensor> copies;
+    for (const torch::Tensor& t : inputs)
+      copies.push_back(t.detach().to(dtype).clone().requires_grad_());
+    return copies;
+  };
+  const std::vector<torch::Tensor> fused = with_grad(torch::kFloat);
+  const torch::Tensor y = op(fused);
+  const torch::Tensor upstream = torch::randn(y.sizes());
+  (y * upstream).sum().backward();
+
+  const std::vector<torch::Tensor> exact = with_grad(torch::kFloat64);
+  const torch::Tensor y64 = op(exact);
+  (y64 * upstream.to(torch::kFloat64)).sum().backward();
+
+  std::vector<torch::Tensor> composite;
+  torch::Tensor y32;
+  {
+    const ScopedBlockKernel off(BlockKernel::kComposite);
+    composite = with_grad(torch::kFloat);
+    y32 = op(composite);
+    (y32 * upstream).sum().backward();
+  }
+  const auto bound = [floor](const torch::Tensor& libtorch, const torch::Tensor& wide) {
+    return std::max(floor, 4.0 * relative_diff(libtorch, wide));
+  };
+  EXPECT_EQ(y.sizes(), y64.sizes());
+  EXPECT_LT(relative_diff(y, y64), bound(y32, y64));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SCOPED_TRACE("gradient of input " + std::to_string(i));
+    ASSERT_TRUE(fused[i].grad().defined());
+    EXPECT_LT(relative_diff(fused[i].grad(), exact[i].grad()),
+              bound(composite[i].grad(), exact[i].grad()));
+  }
+}
+
+TEST(LlamaOps, RmsNormMatchesTheCompositeFormulaInFloat64) {
+  // 384 is the benchmark Llama's width, 7 a width no vector divides; 300 rows span several
+  // chunks of the weight gradient's sums and a last chunk that is not full.
+  for (const auto& sizes : std::vector<std::vector<int64_t>>{{2, 5, 384}, {300, 7}, {3, 4, 64}}) {
+    SCOPED_TRACE(::testing::PrintToString(sizes));
+    torch::manual_seed(sizes.back());
+    const torch::Tensor x = torch::randn(sizes) * 3.0 + 0.5;
+    const torch::Tensor weight = torch::rand({sizes.back()}) + 0.5;
+    expect_fused_matches_float64(
+        [](const std::vector<torch::Tensor>& t) { return rms_norm(t[0], t[1], 1e-5); }, {x, weight},
+        2e-6);
+  }
+}
+
+TEST(LlamaOps, RotaryEmbeddingMatchesTheCompositeFormulaInFloat64) {
+  for (const auto& [batch, time, heads, dim] :
+       std::vector<std::array<int64_t, 4>>{{2, 9, 3, 64}, {3, 5, 2, 6}, {1, 130, 6, 64}}) {
+    SCOPED_TRACE(std::to_string(heads) + " heads of " + std::to_string(dim));
+    torch::manual_seed(dim + time);
+    const torch::Tensor x = torch::randn({batch, time, heads * dim});
+    const torch::Tensor angles = torch::rand({time, dim}) * 6.0;
+    const torch::Tensor cos = angles.cos(), sin = angles.sin();
+    expect_fused_matches_float64(
+        [&](const std::vector<torch::Tensor>& t) {
+          return rotary_embedding(t[0], cos.to(t[0].scalar_type()), sin.to(t[0].scalar_type()),
+                                  heads);
+        },
+        {x}, 2e-6);
+    const torch::Tensor y = rotary_embedding(x, cos, sin, heads);
+    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{batch, heads, time, dim}));
+    EXPECT_TRUE(y.is_contiguous());
+  }
+}
+
+TEST(LlamaOps, SwigluMatchesTheCompositeFormulaInFloat64) {
+  torch::manual_seed(11);
+  // Wide gate values reach both ends of the sigmoid; 5000 values run on every thread.
+  const torch::Tensor gate = torch::randn({5, 1000}) * 8.0;
+  const torch::Tensor up = torch::randn({5, 1000});
+  expect_fused_matches_float64(
+      [](const std::vector<torch::Tensor>& t) { return swiglu(t[0], t[1]); }, {gate, up}, 2e-6);
+}
+
+TEST(LlamaOps, SwigluKeepsNanAndTheSigmoidsEnds) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const torch::Tensor gate = torch::tensor({nan, -200.0f, -90.0f, 0.0f, 90.0f, 200.0f, inf});
+  const torch::Tensor up = torch::full({7}, 2.0f);
+  const torch::Tensor y = swiglu(gate, up);
+  EXPECT_TRUE(std::isnan(y[0].item<float>()));
+  EXPECT_LT(std::abs(y[1].item<float>()), 1e-30f);
+  EXPECT_LT(std::abs(y[2].item<float>()), 1e-30f);
+  EXPECT_EQ(y[3].item<float>(), 0.0f);
+  EXPECT_EQ(y[4].item<float>(), 180.0f);
+  EXPECT_EQ(y[5].item<float>(), 400.0f);
+  EXPECT_EQ(y[6].item<float>(), inf);
+}
+
+TEST(LlamaOps, AreDeterministicAndIndependentOfTheThreadCount) {
+  torch::manual_seed(13);
+  const torch::Tensor x = (torch::randn({4, 128, 384}) * 2.0).requires_grad_();  // 196K values
+  const torch::Tensor weight = (torch::rand({384}) + 0.5).requires_grad_();
+  const torch::Tensor angles = torch::rand({128, 64}) * 6.0;
+  const torch::Tensor upstream = torch::randn({4, 6, 128, 64});
+  const auto run = [&] {
+    x.mutable_grad() = torch::Tensor();
+    weight.mutable_grad() = torch::Tensor();
+    const torch::Tensor normed = rms_norm(x, weight, 1e-5);
+    const torch::Tensor gated = swiglu(normed, normed.flip(-1));
+    const torch::Tensor y = rotary_embedding(gated, angles.cos(), angles.sin(), 6);
+    (y * upstream).sum().backward();
+    return std::vector<torch::Tensor>{y.detach(), x.grad().clone(), weight.grad().clone()};
+  };
+  const std::vector<torch::Tensor> first = run(), again = run();
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const std::vector<torch::Tensor> one = run();
+  at::set_num_threads(threads);
+  for (size_t i = 0; i < first.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(torch::equal(first[i], again[i]));
+    EXPECT_TRUE(torch::equal(first[i], one[i]));
+  }
+}
+
+TEST(LlamaOps, RunTheCompositeFormulaOutsideCpuFloat32OrWhenTold) {
+  torch::manual_seed(17);
+  const torch::Tensor x = torch::randn({3, 8}).requires_grad_();
+  const torch::Tensor weight = torch::rand({8}) + 0.5;
+  EXPECT_TRUE(use_fused_llama_ops({&x, &weight}));
+  const torch::Tensor x64 = x.to(torch::kFloat64);
+  EXPECT_FALSE(use_fused_llama_ops({&x64, &weight}));
+  const torch::Tensor bf16 = x.to(torch::kBFloat16);
+  EXPECT_FALSE(use_fused_llama_ops({&bf16}));
+  expect_contains(rms_norm(x, weight, 1e-5).grad_fn()->name(), {"RmsNormFunction"});
+  expect_contains(swiglu(x, x).grad_fn()->name(), {"SwigluFunction"});
+  const ScopedBlockKernel composite(BlockKernel::kComposite);
+  EXPECT_FALSE(use_fused_llama_ops({&x, &weight}));
+  const torch::Tensor expected =
+      weight * (x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + 1e-5));
+  EXPECT_TRUE(torch::equal(rms_norm(x, weight, 1e-5), expected));
+  EXPECT_TRUE(torch::equal(swiglu(x, x), torch::silu(x) * x));
+}
+
+TEST(LlamaOps, BackwardWithCreateGraphThrows) {
+  const torch::Tensor x = torch::randn({4, 6}).requires_grad_();
+  const std::vector<std::pair<std::string, torch::Tensor>> outputs = {
+      {"rms_norm", rms_norm(x, torch::ones({6}), 1e-5)},
+      {"swiglu", swiglu(x, x)},
+      {"rotary_embedding",
+       rotary_embedding(x.view({1, 4, 6}), torch::ones({4, 6}), torch::zeros({4, 6}), 1)}};
+  for (const auto& [name, y] : outputs) {
+    SCOPED_TRACE(name);
+    expect_contains(logic_error_of([&] {
+                      torch::autograd::grad({y.square().sum()}, {x}, {}, /*retain_graph=*/true,
+                                            /*create_graph=*/true);
+                    }),
+                    {"nn::" + name, "no second derivative", "model.block_kernel = \"composite\""});
+  }
+}
+
+TEST(LlamaOps, RejectShapesThatDoNotFit) {
+  expect_contains(logic_error_of([] {
+                    rms_norm(torch::randn({2, 5}), torch::ones({4}), 1e-5);
+                  }),
+                  {"rms_norm: weight [4]", "x [2, 5]"});
+  expect_contains(
+      logic_error_of([] {
+        rotary_embedding(torch::randn({1, 3, 10}), torch::ones({3, 5}), torch::ones({3, 5}), 2);
+      }),
+      {"2 heads of an even size", "[1, 3, 10]"});
+  expect_contains(
+      logic_error_of([] {
+        rotary_embedding(torch::randn({1, 3, 8}), torch::ones({4, 4}), torch::ones({4, 4}), 2);
+      }),
+      {"(T, D) = (3, 4)", "[4, 4]"});
+  expect_contains(logic_error_of([] {
+                    rotary_embedding(torch::randn({1, 3, 8}), torch::ones({3, 4}).requires_grad_(),
+                                     torch::ones({3, 4}), 2);
+                  }),
+                  {"no gradient"});
+  expect_contains(logic_error_of([] {
+                    swiglu(torch::randn({2, 3}), torch::randn({3, 2}));
+                  }),
+                  {"same sizes", "[2, 3]", "[3, 2]"});
+}
+
+}  // namespace
+}  // namespace bigbatch::nn

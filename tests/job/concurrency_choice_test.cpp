@@ -34,6 +34,12 @@ TEST(ConcurrencyChoice, TwoPassesOnTwoOrMoreCoresWhenNothingStandsInTheWay) {
       job::choose_concurrent_micro_batches(options, w, plan_of(64, 2), 16);
   EXPECT_EQ(sixteen.passes, 2);
   EXPECT_NE(sixteen.why.find("8 of 16 cores each"), std::string::npos) << sixteen.why;
+  // A pass of 6 x 1,001,000 parameters x 2 x 1,024 tokens = 12.3 GFLOP, at most 20: two at once.
+  job::Workload medium = small_workload();
+  medium.module = torch::nn::Linear(1000, 1000).ptr();
+  medium.attention_keys = 1024;
+  EXPECT_LE(job::pass_flops(medium, 2), job::kMostFlopsForConcurrentPasses);
+  EXPECT_EQ(job::choose_concurrent_micro_batches(options, medium, plan_of(64, 2), 2).passes, 2);
 }
 
 TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {

@@ -355,7 +355,7 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
       "train.concurrent_micro_batches", std::nullopt, "auto",
       "micro-batches of a window run at once, each on its share of the cores (faster; the same "
       "results; their activations at once); needs a model without BatchNorm or dropout; auto = 2 "
-      "on a CPU with 2 or more cores per process for such a model, passes of at most 10 GFLOP "
+      "on a CPU with 2 or more cores per process for such a model, passes of at most 20 GFLOP "
       "and no memory.budget, else 1 (the plan says why)",
       ResumeChange::kFree);
   t.job.auto_concurrent_micro_batches = !concurrent.has_value();

@@ -17,9 +17,10 @@ namespace bigbatch::job {
 std::string dropout_concurrency_need(const std::string& key, double probability);
 
 /// The largest estimated pass (pass_flops) auto runs two of at once: below it a second pass gained
-/// 7-95% on 2 cores, above it (60 GFLOP and more) 0-6% for a whole pass's activations more
+/// 7-95% on 2 cores (the Llama and MiniLM of bench/compare at micro-batch 2, 15 and 17 GFLOP,
+/// 18% and 8%), above it (60 GFLOP and more) 0-6% for a whole pass's activations more
 /// (docs/TRAINING.md).
-constexpr double kMostFlopsForConcurrentPasses = 10e9;
+constexpr double kMostFlopsForConcurrentPasses = 20e9;
 
 /// A forward + backward pass's FLOPs as 6 x parameters x rows, rows = micro_batch x positions:
 /// Workload::positions_per_sample (pixels), else Workload::attention_keys (tokens), else 1. An

@@ -46,6 +46,20 @@ torch::Tensor example_padding() {
   return padding;
 }
 
+/// A mask and what it is called in a failure message.
+struct NamedMask {
+  const char* what;
+  AttentionMask mask;
+};
+
+/// No mask, causal, padding (example_padding()), and both.
+std::vector<NamedMask> every_mask() {
+  return {{"no mask", {false, {}}},
+          {"causal", {true, {}}},
+          {"padding", {false, example_padding()}},
+          {"causal and padding", {true, example_padding()}}};
+}
+
 AttentionResult run(AttentionKernel kernel, const AttentionMask& mask) {
   const ScopedAttentionKernel choice(kernel);
   torch::manual_seed(11);
@@ -71,14 +85,7 @@ void expect_same(const AttentionResult& a, const AttentionResult& b, const std::
 TEST(Attention, FusedAndCompositeAgreeUnderEveryMask) {
   if (!fused_attention_available())
     GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " has no fused attention (2.0 and later do)";
-  const struct {
-    const char* what;
-    AttentionMask mask;
-  } cases[] = {{"no mask", {false, {}}},
-               {"causal", {true, {}}},
-               {"padding", {false, example_padding()}},
-               {"causal and padding", {true, example_padding()}}};
-  for (const auto& c : cases)
+  for (const NamedMask& c : every_mask())
     expect_same(run(AttentionKernel::kFused, c.mask), run(AttentionKernel::kComposite, c.mask),
                 c.what);
 }
@@ -155,19 +162,12 @@ TEST(Attention, GroupedKeysAndValuesEqualRepeatingThemPerQueryHead) {
   // 6 query heads on 2 key heads: query head h uses key head h / 3, as transformers' repeat_kv.
   constexpr int64_t kQueryHeads = 6, kKeyHeads = 2;
   const auto options = torch::TensorOptions().dtype(torch::kFloat64);
-  const struct {
-    const char* what;
-    AttentionMask mask;
-  } masks[] = {{"no mask", {false, {}}},
-               {"causal", {true, {}}},
-               {"padding", {false, example_padding()}},
-               {"causal and padding", {true, example_padding()}}};
   std::vector<AttentionKernel> kernels = {AttentionKernel::kComposite};
   if (fused_attention_available())
     kernels.push_back(AttentionKernel::kFused);
   for (const AttentionKernel kernel : kernels) {
     const ScopedAttentionKernel choice(kernel);
-    for (const auto& m : masks) {
+    for (const NamedMask& m : every_mask()) {
       SCOPED_TRACE(to_string(kernel) + ", " + m.what);
       torch::manual_seed(23);
       const torch::Tensor q =

@@ -45,14 +45,16 @@ data::ImageDataset random_images() {
 }
 
 struct GhostRun {
-  torch::Tensor running_mean;  ///< of the stem's BatchNorm after training
+  torch::Tensor running_mean;        ///< of the stem's BatchNorm after training
+  std::vector<torch::Tensor> state;  ///< every parameter and buffer after training
   int64_t batches_tracked = 0;
   testing::RecordingHooks events;
 };
 
 /// Trains a tiny ResNet for `steps` steps of 32 as `micro_batch` passes, with ghost batch norm
-/// (per-window running statistics committed by the hooks) or PyTorch's per-call updates.
-GhostRun train(int64_t micro_batch, bool ghost, int64_t steps = 4) {
+/// (per-window running statistics committed by the hooks) or PyTorch's per-call updates,
+/// `concurrent` micro-batches at once.
+GhostRun train(int64_t micro_batch, bool ghost, int64_t steps = 4, int64_t concurrent = 1) {
   const data::ImageDataset images = random_images();
   torch::manual_seed(5);
   models::ResNet model(models::ResNetOptions().depth(8).width(4).classes(3));
@@ -71,8 +73,14 @@ GhostRun train(int64_t micro_batch, bool ghost, int64_t steps = 4) {
   setup.window_hooks = {&run.events};
   if (ghost)
     setup.window_hooks.push_back(&hooks);
-  engine::Trainer trainer(setup, engine::TrainerOptions().total_steps(steps).seed(3));
+  engine::Trainer trainer(
+      setup,
+      engine::TrainerOptions().total_steps(steps).seed(3).concurrent_micro_batches(concurrent));
   trainer.fit();
+  for (const auto& item : model->named_parameters())
+    run.state.push_back(item.value().clone());
+  for (const auto& item : model->named_buffers())
+    run.state.push_back(item.value().clone());
   const nn::BatchNormImpl* stem = nn::batch_norms_of(*model).front();
   run.running_mean = stem->running_mean.clone();
   run.batches_tracked = stem->num_batches_tracked.item<int64_t>();
@@ -95,6 +103,26 @@ TEST(GhostBatchNorm, RunningStatisticsMoveOncePerOptimizerStep) {
       << ghost_once.running_mean << whole.running_mean;
   EXPECT_FALSE(torch::allclose(per_call_once.running_mean, whole.running_mean, 1e-5, 1e-6));
   EXPECT_EQ(ghost.events.events.size(), 8u);  // begin, step per window
+}
+
+TEST(ConcurrentBatchNorm, TwoOrThreePassesAtOnceEndBitwiseAsOneAtATime) {
+  // One OpenMP thread both ways, as each concurrent pass has, so every kernel computes the same
+  // bits; the passes' running-statistics writes are made in micro-batch order after them.
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(1);
+  for (const bool ghost : {false, true}) {
+    const GhostRun one = train(8, ghost, 3);
+    for (const int64_t concurrent : {2, 3}) {
+      const GhostRun many = train(8, ghost, 3, concurrent);
+      EXPECT_EQ(many.batches_tracked, one.batches_tracked);
+      ASSERT_EQ(many.state.size(), one.state.size());
+      for (size_t i = 0; i < one.state.size(); ++i) {
+        EXPECT_TRUE(torch::equal(many.state[i], one.state[i]))
+            << "ghost " << ghost << ", " << concurrent << " at once, tensor " << i;
+      }
+    }
+  }
+  torch::set_num_threads(threads);
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ TEST(BuiltinWorkload, DescribesABertWithTheCollectionNames) {
 /// workload's spec from the same seed.
 void expect_built_through_spec(const cli::TrainConfig& config, const job::LoadedData& data) {
   torch::manual_seed(21);
-  const job::Workload w = job::build_builtin_workload(config.model, data);
+  const job::Workload w = job::build_builtin_workload(config.model, data, job::PassSite());
   torch::manual_seed(21);
   const models::BuiltModel rebuilt =
       models::build_model(models::spec_from_json(w.model_spec, "the workload"));
@@ -122,23 +122,38 @@ TEST(BuiltinWorkload, BuildsTheSpecsModel) {
   const cli::TrainConfig gpt =
       config_with({"gpt.layers=2", "gpt.embed=32", "gpt.checkpointing=blocks"});
   expect_built_through_spec(gpt, text);
-  const job::Workload gpt_workload = job::build_builtin_workload(gpt.model, text);
+  const job::Workload gpt_workload = job::build_builtin_workload(gpt.model, text, job::PassSite());
   EXPECT_EQ(std::dynamic_pointer_cast<models::GptImpl>(gpt_workload.module)->checkpointing().mode,
             nn::CheckpointMode::kBlocks);
   expect_built_through_spec(config_with({"model.kind=mlp", "model.dtype=float64"}), text);
   expect_built_through_spec(config_with({"model.kind=resnet", "model.norm_policy=ghost"}),
                             image_data(4));
   const job::Workload group = job::build_builtin_workload(
-      config_with({"model.kind=resnet", "model.norm_policy=group"}).model, image_data(4));
+      config_with({"model.kind=resnet", "model.norm_policy=group"}).model, image_data(4),
+      job::PassSite());
   EXPECT_EQ(nn::count_batch_norms(*group.module), 0);
   EXPECT_NE(group.description.find("group norm (BatchNorm replaced"), std::string::npos);
   // What concurrent passes need, and how large a pass is: GroupNorm allows them; a 6 x 6 image
   // spans 36 positions.
   EXPECT_EQ(group.concurrency_need, "");
   EXPECT_EQ(group.positions_per_sample, 36);
-  const job::Workload batch_norm =
-      job::build_builtin_workload(config_with({"model.kind=resnet"}).model, image_data(4));
-  EXPECT_NE(batch_norm.concurrency_need.find("a model without BatchNorm"), std::string::npos);
+  // BatchNorm allows them where its fused kernel writes the statistics (CPU float32, no
+  // autocast) or they are per window (ghost); elsewhere ATen's kernel writes them mid-forward.
+  const job::BuiltinModelOptions resnet = config_with({"model.kind=resnet"}).model;
+  EXPECT_EQ(job::build_builtin_workload(resnet, image_data(4), job::PassSite()).concurrency_need,
+            "");
+  const job::Workload bf16 = job::build_builtin_workload(
+      resnet, image_data(4), job::PassSite{nn::Precision::kBf16, c10::kCPU});
+  EXPECT_NE(bf16.concurrency_need.find("BatchNorm on its fused kernel"), std::string::npos);
+  EXPECT_NE(bf16.concurrency_need.find("this ResNet runs bf16 on cpu"), std::string::npos)
+      << bf16.concurrency_need;
+  EXPECT_NE(job::concurrency_need(resnet, job::PassSite{nn::Precision::kFp32, c10::kCUDA})
+                .find("fp32 on cuda"),
+            std::string::npos);
+  EXPECT_EQ(
+      job::concurrency_need(config_with({"model.kind=resnet", "model.norm_policy=ghost"}).model,
+                            job::PassSite{nn::Precision::kBf16, c10::kCPU}),
+      "");
   EXPECT_EQ(gpt_workload.positions_per_sample, 0);  // its attention_keys count instead
 }
 

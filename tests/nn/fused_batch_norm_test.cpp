@@ -248,12 +248,28 @@ TEST(BatchNormForwardWith, KeepsTheLayersChecks) {
                     norm->forward_with(torch::randn({2, 4}), {{}, true});
                   }),
                   {"3 channels", "[2, 4]"});
-  expect_contains(input_error_of([&] {
-                    const ConcurrentForwardScope concurrent;
-                    norm->forward_with(torch::randn({4, 3}), {{}, true});
-                  }),
-                  {"BatchNorm in training mode", "concurrent_micro_batches = 1"});
   EXPECT_EQ(norm->num_batches_tracked.item<int64_t>(), 0);
+}
+
+TEST(BatchNormForwardWith, InAConcurrentForwardDefersTheRunningUpdateToItsWrite) {
+  torch::manual_seed(4);
+  BatchNorm norm(16);
+  BatchNorm twin(16);
+  const torch::Tensor x = rows_tensor(2, 16, 5, 1.0);
+  const torch::Tensor expected = twin->forward_with(x, {{}, true});  // writes at once
+  std::vector<StateWrite> writes;
+  {
+    ConcurrentForwardScope concurrent;
+    EXPECT_TRUE(torch::equal(norm->forward_with(x, {{}, true}), expected));
+    writes = concurrent.take_state_writes();
+  }
+  EXPECT_EQ(norm->num_batches_tracked.item<int64_t>(), 0);
+  EXPECT_TRUE(torch::equal(norm->running_mean, torch::zeros({16})));
+  ASSERT_EQ(writes.size(), 1u);
+  writes[0]();
+  EXPECT_EQ(norm->num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_TRUE(torch::equal(norm->running_mean, twin->running_mean));
+  EXPECT_TRUE(torch::equal(norm->running_var, twin->running_var));
 }
 
 TEST(BatchNormForwardWith, CheckpointRecomputeLeavesRunningStatisticsAlone) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -287,23 +288,54 @@ TEST(BatchNorm, RejectsInvalidOptionsAndInputs) {
   EXPECT_EQ(norm->forward(torch::randn({1, 3})).sizes(), (std::vector<int64_t>{1, 3}));
 }
 
-TEST(BatchNorm, RefusesATrainingForwardThatRunsConcurrentlyWithOthers) {
+TEST(BatchNorm, InAConcurrentForwardDefersItsWindowWritesAndRefusesAtensRunningUpdate) {
   BatchNorm norm(3);
+  BatchNorm window(BatchNormOptions(3).running_stats(RunningStatsMode::kPerWindow));
   const torch::Tensor running_mean = norm->running_mean.clone();
+  const torch::Tensor x = torch::randn({4, 3});
+  std::vector<StateWrite> writes;
   {
-    const ConcurrentForwardScope concurrent;
+    ConcurrentForwardScope concurrent;
     EXPECT_TRUE(in_concurrent_forward());
-    expect_contains(input_error_of([&] {
-                      norm->forward(torch::randn({4, 3}));
-                    }),
-                    {"BatchNorm in training mode", "TrainerOptions.concurrent_micro_batches = 1"});
+    // ATen's kernel would write the running statistics during the forward itself.
+    expect_contains(
+        input_error_of([&] { norm->forward(x); }),
+        {"BatchNorm in training mode", "fused kernel", "norm_policy = \"ghost\"",
+         "Float on cpu of shape [4, 3]", "TrainerOptions.concurrent_micro_batches = 1"});
     EXPECT_TRUE(torch::equal(norm->running_mean, running_mean));
     norm->eval();  // reads the statistics only
-    EXPECT_EQ(norm->forward(torch::randn({4, 3})).sizes(), (std::vector<int64_t>{4, 3}));
+    EXPECT_EQ(norm->forward(x).sizes(), (std::vector<int64_t>{4, 3}));
+    // Per-window statistics are computed here; merging them waits for the writes to be made.
+    window->forward(x);
+    EXPECT_EQ(window->window_count(), 0);
+    writes = concurrent.take_state_writes();
+    EXPECT_TRUE(concurrent.take_state_writes().empty());
   }
   EXPECT_FALSE(in_concurrent_forward());
+  ASSERT_EQ(writes.size(), 1u);
+  writes[0]();
+  EXPECT_EQ(window->window_count(), 4);
   norm->train();
-  EXPECT_EQ(norm->forward(torch::randn({4, 3})).sizes(), (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(norm->forward(x).sizes(), (std::vector<int64_t>{4, 3}));
+}
+
+TEST(ConcurrentForwardScope, CollectsDeferredWritesInOrderInTheInnermostScope) {
+  EXPECT_THROW(defer_state_write([] {}), std::logic_error);
+  std::vector<int> made;
+  ConcurrentForwardScope outer;
+  defer_state_write([&made] { made.push_back(1); });
+  {
+    ConcurrentForwardScope inner;
+    defer_state_write([&made] { made.push_back(2); });
+    defer_state_write([&made] { made.push_back(3); });
+    for (StateWrite& write : inner.take_state_writes())
+      write();
+  }
+  EXPECT_EQ(made, (std::vector<int>{2, 3}));
+  defer_state_write([&made] { made.push_back(4); });
+  for (StateWrite& write : outer.take_state_writes())
+    write();
+  EXPECT_EQ(made, (std::vector<int>{2, 3, 1, 4}));
 }
 
 TEST(BatchNormFunctions, ReachEveryBatchNormOfAModel) {

@@ -43,8 +43,9 @@ int run_train(const TrainCommandOptions& options, std::ostream& terminal) {
   job::TrainingJob training(job_options, [&config] {
     if (config.hf)
       return job::build_hf_workload(*config.hf);
-    return job::build_builtin_workload(config.model,
-                                       job::load_builtin_data(config.model.kind, config.data));
+    return job::build_builtin_workload(
+        config.model, job::load_builtin_data(config.model.kind, config.data),
+        job::PassSite{config.job.precision, config.job.device.type()});
   });
   return training.run(terminal).exit_code;
 }

@@ -45,7 +45,8 @@ void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
                  " must be >= 1 (1: one micro-batch at a time) or \"auto\"");
   if (concurrent == 1 || t.hf)
     return;
-  const std::string need = job::concurrency_need(t.model);
+  const std::string need =
+      job::concurrency_need(t.model, job::PassSite{t.job.precision, t.job.device.type()});
   BB_CHECK_INPUT(need.empty(), c.where("train.concurrent_micro_batches"),
                  ": train.concurrent_micro_batches = ", concurrent, " needs ", need);
 }
@@ -354,7 +355,8 @@ void read_loop(ConfigReader& c, TrainConfig& t) {
   const std::optional<int64_t> concurrent = c.get_int_or_keyword(
       "train.concurrent_micro_batches", std::nullopt, "auto",
       "micro-batches of a window run at once, each on its share of the cores (faster; the same "
-      "results; their activations at once); needs a model without BatchNorm or dropout; auto = 2 "
+      "results; their activations at once); needs a model without dropout, and BatchNorm on CPU "
+      "fp32 or ghost; auto = 2 "
       "on a CPU with 2 or more cores per process for such a model, passes of at most 20 GFLOP "
       "and no memory.budget, else 1 (the plan says why)",
       ResumeChange::kFree);

@@ -18,6 +18,13 @@
 
 namespace bigbatch::engine {
 
+/// What a helper's pass hands back: its gradients, and the module-state writes its layers
+/// deferred (nn::defer_state_write), to be made in micro-batch order.
+struct PassResult {
+  MicroBatchGradients gradients;
+  std::vector<nn::StateWrite> state_writes;
+};
+
 /// One helper thread that runs one pass at a time.
 class ConcurrentMicroBatches::Helper {
  public:
@@ -35,9 +42,9 @@ class ConcurrentMicroBatches::Helper {
   Helper& operator=(const Helper&) = delete;
 
   /// Runs `pass` on the helper thread; its result (or exception) arrives through the future.
-  std::future<MicroBatchGradients> submit(std::function<MicroBatchGradients()> pass) {
-    std::packaged_task<MicroBatchGradients()> task(std::move(pass));
-    std::future<MicroBatchGradients> result = task.get_future();
+  std::future<PassResult> submit(std::function<PassResult()> pass) {
+    std::packaged_task<PassResult()> task(std::move(pass));
+    std::future<PassResult> result = task.get_future();
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       BB_CHECK(!task_.valid(), "a helper thread got a second pass before finishing its first");
@@ -51,7 +58,7 @@ class ConcurrentMicroBatches::Helper {
   void loop() {
     use_intra_op_threads_on_this_thread(threads_);  // its share of the cores, as the caller's
     for (;;) {
-      std::packaged_task<MicroBatchGradients()> task;
+      std::packaged_task<PassResult()> task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [this] { return stop_ || task_.valid(); });
@@ -65,13 +72,19 @@ class ConcurrentMicroBatches::Helper {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::packaged_task<MicroBatchGradients()> task_;  // valid while a pass waits to start
+  std::packaged_task<PassResult()> task_;  // valid while a pass waits to start
   bool stop_ = false;
   const int threads_;
   std::thread thread_;  // last: starts once the members above exist
 };
 
 namespace {
+
+/// Makes a pass's deferred module-state writes, in the order its layers deferred them.
+void make_writes(std::vector<nn::StateWrite> writes) {
+  for (nn::StateWrite& write : writes)
+    write();
+}
 
 /// The default CPU generator's state: (5056) uint8.
 torch::Tensor cpu_generator_state() {
@@ -100,13 +113,16 @@ void ConcurrentMicroBatches::run(GradientAccumulator& accumulator, Objective& ob
   const torch::Tensor random_state_before = cpu_generator_state();
   const at::ThreadLocalState caller_state;  // grad mode, dispatch keys: the helpers run under it
   auto helper_pass = [&](size_t i) {
-    const nn::ConcurrentForwardScope concurrent;
-    return accumulator.gradients_of(objective.loss_sum(batches[i]), counts[i]);
+    nn::ConcurrentForwardScope concurrent;
+    PassResult result;
+    result.gradients = accumulator.gradients_of(objective.loss_sum(batches[i]), counts[i]);
+    result.state_writes = concurrent.take_state_writes();
+    return result;
   };
   const size_t width = helpers_.size() + 1;
   for (size_t first = 0; first < batches.size(); first += width) {
     const size_t end = std::min(batches.size(), first + width);
-    std::vector<std::future<MicroBatchGradients>> others;  // passes first + 1 .. end - 1
+    std::vector<std::future<PassResult>> others;  // passes first + 1 .. end - 1
     for (size_t i = first + 1; i < end; ++i) {
       others.push_back(helpers_[i - first - 1]->submit([&, i] {
         const at::ThreadLocalStateGuard state(caller_state);
@@ -114,20 +130,25 @@ void ConcurrentMicroBatches::run(GradientAccumulator& accumulator, Objective& ob
       }));
     }
     // This thread takes the group's first pass and accumulates it straight into .grad, as one at
-    // a time would; the helpers' gradients follow in micro-batch order. Every pass of the group
-    // has finished before an error is rethrown: none still uses the window.
+    // a time would; the helpers' gradients follow in micro-batch order, each after the state
+    // writes of the passes before it. Every pass of the group has finished before an error is
+    // rethrown: none still uses the window. The passes before a failed one have made their
+    // writes, as one at a time they would have.
     std::exception_ptr error;
     try {
-      const nn::ConcurrentForwardScope concurrent;
+      nn::ConcurrentForwardScope concurrent;
       accumulator.backward(objective.loss_sum(batches[first]), counts[first]);
+      make_writes(concurrent.take_state_writes());
     } catch (...) {
       error = std::current_exception();
     }
-    for (std::future<MicroBatchGradients>& other : others) {
+    for (std::future<PassResult>& other : others) {
       try {
-        MicroBatchGradients gradients = other.get();
-        if (!error)
-          accumulator.accumulate(std::move(gradients));
+        PassResult pass = other.get();
+        if (!error) {
+          make_writes(std::move(pass.state_writes));
+          accumulator.accumulate(std::move(pass.gradients));
+        }
       } catch (...) {
         if (!error)
           error = std::current_exception();

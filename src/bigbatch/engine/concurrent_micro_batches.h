@@ -38,8 +38,9 @@ namespace bigbatch::engine {
 ///   WindowResult result = accumulator.step();
 ///
 /// Contract: Objective::loss_sum must be safe to call on several threads at once, each with its
-/// own batch: a training forward must not write module state (nn::BatchNorm throws InputError
-/// while nn::in_concurrent_forward() is true) and must not draw random numbers (dropout), whose
+/// own batch: a training forward must not write module state but defer the write with
+/// nn::defer_state_write, which run() makes after the pass, in micro-batch order (nn::BatchNorm
+/// does so for its running statistics), and must not draw random numbers (dropout), whose
 /// order between threads would depend on timing; run() throws InputError after a window in which
 /// the default CPU generator advanced. The helper threads run ATen on as many OpenMP threads as
 /// the constructing thread had (core::use_intra_op_threads_on_this_thread) under the calling

@@ -169,7 +169,8 @@ models::ModelSpec describe_model(const BuiltinModelOptions& options, const Loade
   return spec;
 }
 
-Workload build_builtin_workload(const BuiltinModelOptions& options, const LoadedData& data) {
+Workload build_builtin_workload(const BuiltinModelOptions& options, const LoadedData& data,
+                                const PassSite& site) {
   Workload w;
   w.name = models::to_string(options.kind);
   // Built through the spec, so an export rebuilds exactly this module (names and structure).
@@ -196,7 +197,7 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
     w.pre_ln_block_dropout = spec.bert.dropout();
   }
   w.add_model_rows = model_rows(options, batch_norms);
-  w.concurrency_need = concurrency_need(options);
+  w.concurrency_need = concurrency_need(options, site);
   if (options.kind == ModelKind::kResnet)
     w.positions_per_sample = spec.image.height * spec.image.width;
   if (model.gpt && options.sample.max_new_bytes() > 0) {
@@ -210,14 +211,22 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
   return w;
 }
 
-std::string concurrency_need(const BuiltinModelOptions& options) {
+std::string concurrency_need(const BuiltinModelOptions& options, const PassSite& site) {
+  // Per-call running statistics are deferred (in micro-batch order) only from nn::BatchNorm's
+  // fused kernel; per-window ones from any forward.
   const bool batch_norm = options.kind == ModelKind::kResnet &&
                           options.resnet.norm() == nn::NormKind::kBatch &&
-                          options.norm_policy != engine::NormPolicy::kGroup;
-  if (batch_norm) {
-    return "a model without BatchNorm, whose running statistics every training forward writes; "
-           "the ResNet has resnet.norm = \"batch\" (set model.norm_policy = \"group\" or "
-           "resnet.norm = \"group\", or run one micro-batch at a time)";
+                          options.norm_policy == engine::NormPolicy::kKeep;
+  const bool fused_batch_norm =
+      !options.float64 && site.precision == nn::Precision::kFp32 && site.device == c10::kCPU;
+  if (batch_norm && !fused_batch_norm) {
+    return cat(
+        "BatchNorm on its fused kernel (float32 on the CPU, no autocast), whose running "
+        "statistics several passes write in micro-batch order; this ResNet runs ",
+        nn::to_string(site.precision), options.float64 ? " in float64" : "", " on ",
+        c10::DeviceTypeName(site.device, /*lower_case=*/true),
+        " (set model.norm_policy = \"ghost\" or \"group\", or run one micro-batch at a "
+        "time)");
   }
   const double dropout = options.kind == ModelKind::kGpt    ? options.gpt.dropout()
                          : options.kind == ModelKind::kMlp  ? options.mlp.dropout()

@@ -22,6 +22,12 @@
 
 namespace bigbatch::job {
 
+/// Where a model's training passes run, as far as running several at once cares.
+struct PassSite {
+  nn::Precision precision = nn::Precision::kFp32;  ///< the forward's autocast
+  c10::DeviceType device = c10::kCPU;
+};
+
 /// Which built-in model, and how it is built.
 struct BuiltinModelOptions {
   models::ModelKind kind = models::ModelKind::kGpt;
@@ -79,13 +85,16 @@ models::ModelSpec describe_model(const BuiltinModelOptions& options, const Loade
 /// checkpointing and norm policy), its training and validation datasets from `data`, its loss,
 /// plan-table rows, spec and (GPT) final sample. The validation split is left out when it is
 /// too small to hold one sample.
-Workload build_builtin_workload(const BuiltinModelOptions& options, const LoadedData& data);
+Workload build_builtin_workload(const BuiltinModelOptions& options, const LoadedData& data,
+                                const PassSite& site);
 
-/// What the built-in model of `options` lacks to run several training passes at once
-/// (engine::TrainerOptions::concurrent_micro_batches > 1), as the clause after "needs", naming the
-/// keys to change: its training forwards must neither write BatchNorm statistics nor draw dropout
-/// masks. Empty when it has nothing to change.
-std::string concurrency_need(const BuiltinModelOptions& options);
+/// What the built-in model of `options`, trained at `site`, lacks to run several training passes
+/// at once (engine::TrainerOptions::concurrent_micro_batches > 1), as the clause after "needs",
+/// naming the keys to change: its training forwards must not draw dropout masks, and its
+/// BatchNorms must compute the statistics they write themselves (nn::BatchNorm: the fused kernel,
+/// CPU float32 without autocast, or model.norm_policy = "ghost"). Empty when it has nothing to
+/// change.
+std::string concurrency_need(const BuiltinModelOptions& options, const PassSite& site);
 
 /// The matmul backend the model's fp32 work runs on: oneDNN for the ResNet's convolutions,
 /// BLAS otherwise (TrainingJob switches to oneDNN for native bf16 products).

@@ -93,18 +93,29 @@ bool BatchNormImpl::check_input(const torch::Tensor& input) const {
                    input.sizes());
   }
   // Running statistics change only in a training forward that is not a checkpoint recompute.
-  const bool record = is_training() && !is_recomputing();
-  BB_CHECK_INPUT(!record || !in_concurrent_forward(),
-                 "BatchNorm in training mode writes its running statistics in every forward, so "
-                 "the micro-batches of a model with BatchNorm cannot run concurrently; use one "
-                 "micro-batch at a time (TrainerOptions.concurrent_micro_batches = 1)");
-  return record;
+  return is_training() && !is_recomputing();
+}
+
+void BatchNormImpl::write_statistics(StateWrite write) {
+  if (in_concurrent_forward())
+    defer_state_write(std::move(write));  // made after the pass, in micro-batch order
+  else
+    write();
 }
 
 torch::Tensor BatchNormImpl::forward(const torch::Tensor& input) {
   const bool record = check_input(input);
   const bool training = is_training();
   const bool per_call = record && options_.running_stats() == RunningStatsMode::kPerCall;
+  // ATen's kernel writes the running statistics itself, during the forward: no deferring that.
+  BB_CHECK_INPUT(!per_call || !in_concurrent_forward(),
+                 "BatchNorm in training mode writes its running statistics in every forward, and "
+                 "with several micro-batches at once it can put those writes in micro-batch order "
+                 "only on its fused kernel (CPU float32 input, (B, C) or channels-last (B, C, H, "
+                 "W)) or with per-window statistics (model.norm_policy = \"ghost\"); this input "
+                 "is ",
+                 input.scalar_type(), " on ", input.device(), " of shape ", input.sizes(),
+                 ". Run one micro-batch at a time (TrainerOptions.concurrent_micro_batches = 1)");
   if (record && options_.running_stats() == RunningStatsMode::kPerWindow)
     accumulate_window(input);
   // Passing no running statistics makes a training forward leave them alone; its output is the
@@ -130,10 +141,16 @@ torch::Tensor BatchNormImpl::forward_with(const torch::Tensor& input,
   const bool record = check_input(input);
   FusedBatchNorm fused =
       fused_batch_norm_train(input, weight, bias, options_.eps(), epilogue);  // (B, C[, H, W])
-  if (record && options_.running_stats() == RunningStatsMode::kPerWindow)
-    merge_into_window(fused.mean, fused.m2, fused.count);
-  if (record && options_.running_stats() == RunningStatsMode::kPerCall)
-    update_running_statistics(fused.mean, fused.m2 / double(fused.count - 1));
+  if (record && options_.running_stats() == RunningStatsMode::kPerWindow) {
+    write_statistics([this, mean = fused.mean, m2 = fused.m2, count = fused.count] {
+      merge_into_window(mean, m2, count);
+    });
+  }
+  if (record && options_.running_stats() == RunningStatsMode::kPerCall) {
+    write_statistics([this, mean = fused.mean, var = fused.m2 / double(fused.count - 1)] {
+      update_running_statistics(mean, var);
+    });
+  }
   return fused.output;
 }
 
@@ -148,8 +165,8 @@ void BatchNormImpl::accumulate_window(const torch::Tensor& input) {
   // Welford reduction, and without the cancellation of a plain sum of squares.
   const torch::Tensor mean = values.mean(dims, /*keepdim=*/true);  // (1, C[, 1, 1])
   const torch::Tensor m2 = (values - mean).square().sum(dims);     // (C)
-  merge_into_window(mean.flatten().to(torch::kFloat64), m2.to(torch::kFloat64),
-                    input.numel() / input.size(1));
+  write_statistics([this, mean = mean.flatten().to(torch::kFloat64), m2 = m2.to(torch::kFloat64),
+                    count = input.numel() / input.size(1)] { merge_into_window(mean, m2, count); });
 }
 
 void BatchNormImpl::merge_into_window(const torch::Tensor& batch_mean,

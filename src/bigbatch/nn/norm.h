@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bigbatch/nn/concurrent_forward.h"
 #include "bigbatch/nn/fused_batch_norm.h"
 
 namespace bigbatch::nn {
@@ -97,8 +98,11 @@ void validate(const BatchNormOptions& options);
 /// - Activation checkpointing: while nn::is_recomputing() is true (nn::checkpoint's backward
 ///   replaying a block), no running statistic is updated or accumulated, so a checkpointed
 ///   block changes them exactly once per forward, as a plain block does.
-/// - Concurrent micro-batches: a training forward throws InputError while
-///   nn::in_concurrent_forward() is true, since two of them would write the statistics at once.
+/// - Concurrent micro-batches: while nn::in_concurrent_forward() is true, a training forward
+///   hands its statistics write to nn::defer_state_write, so the passes' writes are made in
+///   micro-batch order after them (engine::ConcurrentMicroBatches), as one at a time would. That
+///   needs statistics computed here: the fused kernel of forward_with(), or kPerWindow. A per-call
+///   forward() on ATen's kernel, which writes the running statistics itself, throws InputError.
 class BatchNormImpl : public torch::nn::Module {
  public:
   /// Builds the parameters and buffers; validates `options` first.
@@ -156,6 +160,9 @@ class BatchNormImpl : public torch::nn::Module {
   /// Checks `input` as forward() documents; returns whether this forward records running
   /// statistics (training, not a checkpoint recompute).
   bool check_input(const torch::Tensor& input) const;
+  /// Makes `write` (to the running or window statistics) now, or, in a concurrent forward
+  /// (nn::in_concurrent_forward()), defers it to be made in micro-batch order.
+  void write_statistics(StateWrite write);
   /// Merges the detached statistics of `input` into the window.
   void accumulate_window(const torch::Tensor& input);
   /// Merges one forward's batch mean and sum of squared deviations (C, float64) over `count`

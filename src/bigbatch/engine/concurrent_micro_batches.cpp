@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/threads.h"
@@ -18,12 +19,16 @@
 
 namespace bigbatch::engine {
 
+namespace {
+
 /// What a helper's pass hands back: its gradients, and the module-state writes its layers
 /// deferred (nn::defer_state_write), to be made in micro-batch order.
 struct PassResult {
   MicroBatchGradients gradients;
   std::vector<nn::StateWrite> state_writes;
 };
+
+}  // namespace
 
 /// One helper thread that runs one pass at a time.
 class ConcurrentMicroBatches::Helper {

@@ -120,6 +120,64 @@ TEST(LlamaOps, SwigluMatchesTheCompositeFormulaInFloat64) {
       [](const std::vector<torch::Tensor>& t) { return swiglu(t[0], t[1]); }, {gate, up}, 2e-6);
 }
 
+/// The error of `fused` against `exact` is at most the composite formula's, or bf16's rounding of
+/// the largest value (2^-8 relative) where the composite one happens to be smaller.
+void expect_at_most_composite_error(const torch::Tensor& fused, const torch::Tensor& composite,
+                                    const torch::Tensor& exact) {
+  EXPECT_LE(relative_diff(fused, exact), std::max(relative_diff(composite, exact), 0.00390625));
+}
+
+TEST(LlamaOps, RunFusedOnBf16ValuesWithinTheCompositeFormulasError) {
+  torch::manual_seed(19);
+  const int64_t batch = 2, time = 33, heads = 3, dim = 64;
+  const torch::Tensor angles = torch::rand({time, dim}) * 6.0;
+  const torch::Tensor cos = angles.cos(), sin = angles.sin();  // float32, as the Llama's
+  const torch::Tensor x = torch::randn({batch, time, heads * dim}).to(torch::kBFloat16);
+  const torch::Tensor dy = torch::randn({batch, heads, time, dim});
+  // Rotary embeddings: bf16 x with float32 cos and sin promote to float32, fused too.
+  const auto rotary = [&](bool fused, torch::ScalarType dtype) {
+    const ScopedBlockKernel kernel(fused ? BlockKernel::kAuto : BlockKernel::kComposite);
+    const torch::Tensor input = x.detach().to(dtype).clone().requires_grad_();
+    const torch::Tensor y =
+        rotary_embedding(input, cos.to(dtype == torch::kBFloat16 ? torch::kFloat : dtype),
+                         sin.to(dtype == torch::kBFloat16 ? torch::kFloat : dtype), heads);
+    if (fused)
+      expect_contains(y.grad_fn()->name(), {"RotaryFunction"});
+    (y * dy.to(y.scalar_type())).sum().backward();
+    return std::pair<torch::Tensor, torch::Tensor>{y.detach(), input.grad()};
+  };
+  const auto [y_fused, dx_fused] = rotary(true, torch::kBFloat16);
+  const auto [y_composite, dx_composite] = rotary(false, torch::kBFloat16);
+  const auto [y_exact, dx_exact] = rotary(false, torch::kFloat64);
+  EXPECT_EQ(y_fused.scalar_type(), torch::kFloat);
+  EXPECT_LE(relative_diff(y_fused, y_exact), 4.0 * relative_diff(y_composite, y_exact));
+  EXPECT_EQ(dx_fused.scalar_type(), torch::kBFloat16);
+  expect_at_most_composite_error(dx_fused, dx_composite, dx_exact);
+
+  // SwiGLU: bf16 in and out, computed in float32 and rounded once.
+  const torch::Tensor gate = (torch::randn({6, 700}) * 6.0).to(torch::kBFloat16);
+  const torch::Tensor up = torch::randn({6, 700}).to(torch::kBFloat16);
+  const torch::Tensor upstream = torch::randn({6, 700});
+  const auto gated = [&](bool fused, torch::ScalarType dtype) {
+    const ScopedBlockKernel kernel(fused ? BlockKernel::kAuto : BlockKernel::kComposite);
+    const torch::Tensor g = gate.to(dtype).clone().requires_grad_();
+    const torch::Tensor u = up.to(dtype).clone().requires_grad_();
+    const torch::Tensor y = swiglu(g, u);
+    if (fused)
+      expect_contains(y.grad_fn()->name(), {"SwigluFunction"});
+    y.backward(upstream.to(dtype));
+    return std::vector<torch::Tensor>{y.detach(), g.grad(), u.grad()};
+  };
+  const std::vector<torch::Tensor> fused = gated(true, torch::kBFloat16);
+  const std::vector<torch::Tensor> composite = gated(false, torch::kBFloat16);
+  const std::vector<torch::Tensor> exact = gated(false, torch::kFloat64);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(fused[i].scalar_type(), torch::kBFloat16);
+    expect_at_most_composite_error(fused[i], composite[i], exact[i]);
+  }
+}
+
 TEST(LlamaOps, SwigluKeepsNanAndTheSigmoidsEnds) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
@@ -133,6 +191,13 @@ TEST(LlamaOps, SwigluKeepsNanAndTheSigmoidsEnds) {
   EXPECT_EQ(y[4].item<float>(), 180.0f);
   EXPECT_EQ(y[5].item<float>(), 400.0f);
   EXPECT_EQ(y[6].item<float>(), inf);
+  // The same in bf16, whose rounding keeps NaN a NaN and the ends as they are.
+  const torch::Tensor narrow = swiglu(gate.to(torch::kBFloat16), up.to(torch::kBFloat16));
+  EXPECT_TRUE(std::isnan(narrow[0].item<float>()));
+  EXPECT_EQ(narrow.slice(0, 1).to(torch::kFloat).abs().lt(1e-30).sum().item<int64_t>(), 3);
+  EXPECT_EQ(narrow[4].item<float>(), 180.0f);
+  EXPECT_EQ(narrow[5].item<float>(), 400.0f);
+  EXPECT_EQ(narrow[6].item<float>(), inf);
 }
 
 TEST(LlamaOps, AreDeterministicAndIndependentOfTheThreadCount) {

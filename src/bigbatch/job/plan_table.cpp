@@ -32,8 +32,9 @@ void add_block_row(Table& table, const TrainingJobOptions& options, double dropo
 }
 
 /// The elementwise row of the Llama family: whether RMSNorm, the rotary embeddings and SwiGLU
-/// run on nn/llama_ops' fused CPU nodes (nn::use_fused_llama_ops decides per call, by the same
-/// rule: float32 on the CPU, block_kernel not "composite").
+/// run on nn/llama_ops' fused CPU nodes (nn/llama_ops decides per call, by the same rule: float32
+/// parameters on the CPU, block_kernel not "composite"; under bf16 autocast the rotary embeddings
+/// and SwiGLU take bfloat16 values).
 void add_llama_ops_row(Table& table, const TrainingJobOptions& options, bool cpu, bool float64) {
   const std::string setting =
       cat(" (block_kernel = \"", nn::to_string(options.block_kernel), "\")");
@@ -43,13 +44,14 @@ void add_llama_ops_row(Table& table, const TrainingJobOptions& options, bool cpu
                   : !cpu ? "the fused kernels are for the CPU"
                          : "the fused kernels are for float32",
                   setting));
-  } else if (options.precision == nn::Precision::kFp32) {
-    table.add("elementwise", "fused",
-              cat("RMSNorm, rotary embeddings, SwiGLU: one autograd node each", setting));
   } else {
-    table.add("elementwise", "fused norms",
-              cat("RMSNorm one node; rotary embeddings and SwiGLU as operations in ",
-                  nn::to_string(options.precision), setting));
+    table.add("elementwise", "fused",
+              cat("RMSNorm, rotary embeddings, SwiGLU: one autograd node each",
+                  options.precision == nn::Precision::kFp32
+                      ? ""
+                      : cat(" (rotary embeddings and SwiGLU on ", nn::to_string(options.precision),
+                            " values, in float32)"),
+                  setting));
   }
 }
 

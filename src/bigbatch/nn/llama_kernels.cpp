@@ -37,6 +37,29 @@ BB_INLINE float exp_polynomial(float x) {
   return number ? y * scale : x;
 }
 
+/// A value as float: itself, or a bfloat16's bits widened (exact).
+BB_INLINE float widen(float x) {
+  return x;
+}
+BB_INLINE float widen(c10::BFloat16 x) {
+  const uint32_t bits = uint32_t(x.x) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+/// `x` stored as float, or rounded to the nearest even bfloat16 (NaN to the quiet NaN 0x7FC0), as
+/// c10::BFloat16's conversion rounds, in a form the compiler vectorises.
+BB_INLINE void store(float* out, float x) {
+  *out = x;
+}
+BB_INLINE void store(c10::BFloat16* out, float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  out->x = x == x ? uint16_t(rounded) : uint16_t(0x7FC0);
+}
+
 BB_VECTOR_CLONES
 void rms_norm_range(const RmsNormRows& a, int64_t begin, int64_t end) {
   const int64_t channels = a.shape.channels;
@@ -99,8 +122,8 @@ void rms_norm_backward_range(const RmsNormBackwardRows& a, int64_t begin, int64_
 
 /// The rotary map over the token rows [begin, end): forward from (B, T, H, D) to (B, H, T, D),
 /// backward (its transpose: the rotation by minus the angle) from (B, H, T, D) to (B, T, H, D).
-template <bool kBackward>
-BB_INLINE void rotary_rows(const RotaryRows& a, int64_t begin, int64_t end) {
+template <bool kBackward, typename In, typename Out>
+BB_INLINE void rotary_rows(const RotaryMap<In, Out>& a, int64_t begin, int64_t end) {
   const int64_t heads = a.heads, dim = a.head_dim, time = a.time, half = dim / 2;
   for (int64_t n = begin; n < end; ++n) {
     const int64_t b = n / time, t = n % time;
@@ -109,22 +132,22 @@ BB_INLINE void rotary_rows(const RotaryRows& a, int64_t begin, int64_t end) {
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t token_major = (n * heads + h) * dim;              // in (B, T, H, D)
       const int64_t head_major = ((b * heads + h) * time + t) * dim;  // in (B, H, T, D)
-      const float* __restrict x = a.input + (kBackward ? head_major : token_major);
-      float* __restrict y = a.output + (kBackward ? token_major : head_major);
+      const In* __restrict x = a.input + (kBackward ? head_major : token_major);
+      Out* __restrict y = a.output + (kBackward ? token_major : head_major);
       if constexpr (!kBackward) {
 #pragma omp simd
         for (int64_t i = 0; i < half; ++i)
-          y[i] = x[i] * cos[i] - x[i + half] * sin[i];
+          store(y + i, widen(x[i]) * cos[i] - widen(x[i + half]) * sin[i]);
 #pragma omp simd
         for (int64_t i = half; i < dim; ++i)
-          y[i] = x[i] * cos[i] + x[i - half] * sin[i];
+          store(y + i, widen(x[i]) * cos[i] + widen(x[i - half]) * sin[i]);
       } else {
 #pragma omp simd
         for (int64_t i = 0; i < half; ++i)
-          y[i] = x[i] * cos[i] + x[i + half] * sin[i + half];
+          store(y + i, widen(x[i]) * cos[i] + widen(x[i + half]) * sin[i + half]);
 #pragma omp simd
         for (int64_t i = half; i < dim; ++i)
-          y[i] = x[i] * cos[i] - x[i - half] * sin[i - half];
+          store(y + i, widen(x[i]) * cos[i] - widen(x[i - half]) * sin[i - half]);
       }
     }
   }
@@ -141,29 +164,68 @@ void rotary_backward_range(const RotaryRows& a, int64_t begin, int64_t end) {
 }
 
 BB_VECTOR_CLONES
-void swiglu_forward_range(const float* __restrict gate, const float* __restrict up,
-                          float* __restrict output, int64_t begin, int64_t end) {
+void rotary_forward_bf16_range(const RotaryMap<c10::BFloat16, float>& a, int64_t begin,
+                               int64_t end) {
+  rotary_rows<false>(a, begin, end);
+}
+
+BB_VECTOR_CLONES
+void rotary_backward_bf16_range(const RotaryMap<float, c10::BFloat16>& a, int64_t begin,
+                                int64_t end) {
+  rotary_rows<true>(a, begin, end);
+}
+
+/// silu(gate) * up over [begin, end), in float32.
+template <typename T>
+BB_INLINE void swiglu_forward_values(const T* __restrict gate, const T* __restrict up,
+                                     T* __restrict output, int64_t begin, int64_t end) {
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
-    const float g = gate[i];
+    const float g = widen(gate[i]);
     const float silu = g / (1.0f + exp_polynomial(-g));  // as ATen's silu: x / (1 + exp(-x))
-    output[i] = silu * up[i];
+    store(output + i, silu * widen(up[i]));
+  }
+}
+
+/// SwiGLU's gradients over [begin, end), in float32.
+template <typename T>
+BB_INLINE void swiglu_backward_values(const T* __restrict grad_output, const T* __restrict gate,
+                                      const T* __restrict up, T* __restrict grad_gate,
+                                      T* __restrict grad_up, int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = widen(gate[i]);
+    const float denominator = 1.0f + exp_polynomial(-g);
+    const float sigmoid = 1.0f / denominator;
+    const float dy = widen(grad_output[i]);
+    store(grad_up + i, dy * (g / denominator));
+    store(grad_gate + i, (dy * widen(up[i])) * (sigmoid * (1.0f + g * (1.0f - sigmoid))));
   }
 }
 
 BB_VECTOR_CLONES
-void swiglu_backward_range(const float* __restrict grad_output, const float* __restrict gate,
-                           const float* __restrict up, float* __restrict grad_gate,
-                           float* __restrict grad_up, int64_t begin, int64_t end) {
-#pragma omp simd
-  for (int64_t i = begin; i < end; ++i) {
-    const float g = gate[i];
-    const float denominator = 1.0f + exp_polynomial(-g);
-    const float sigmoid = 1.0f / denominator;
-    const float dy = grad_output[i];
-    grad_up[i] = dy * (g / denominator);
-    grad_gate[i] = (dy * up[i]) * (sigmoid * (1.0f + g * (1.0f - sigmoid)));
-  }
+void swiglu_forward_range(const float* gate, const float* up, float* output, int64_t begin,
+                          int64_t end) {
+  swiglu_forward_values(gate, up, output, begin, end);
+}
+
+BB_VECTOR_CLONES
+void swiglu_forward_bf16_range(const c10::BFloat16* gate, const c10::BFloat16* up,
+                               c10::BFloat16* output, int64_t begin, int64_t end) {
+  swiglu_forward_values(gate, up, output, begin, end);
+}
+
+BB_VECTOR_CLONES
+void swiglu_backward_range(const float* grad_output, const float* gate, const float* up,
+                           float* grad_gate, float* grad_up, int64_t begin, int64_t end) {
+  swiglu_backward_values(grad_output, gate, up, grad_gate, grad_up, begin, end);
+}
+
+BB_VECTOR_CLONES
+void swiglu_backward_bf16_range(const c10::BFloat16* grad_output, const c10::BFloat16* gate,
+                                const c10::BFloat16* up, c10::BFloat16* grad_gate,
+                                c10::BFloat16* grad_up, int64_t begin, int64_t end) {
+  swiglu_backward_values(grad_output, gate, up, grad_gate, grad_up, begin, end);
 }
 
 /// Runs `work(begin, end)` over [0, count) in rows of kFlatRow values on the OpenMP threads.
@@ -214,9 +276,28 @@ void rotary_backward(const RotaryRows& args) {
       [&](int64_t, int64_t begin, int64_t end) { rotary_backward_range(args, begin, end); });
 }
 
+void rotary_forward(const RotaryMap<c10::BFloat16, float>& args) {
+  on_row_parts(
+      {args.batch * args.time, args.heads * args.head_dim},
+      [&](int64_t, int64_t begin, int64_t end) { rotary_forward_bf16_range(args, begin, end); });
+}
+
+void rotary_backward(const RotaryMap<float, c10::BFloat16>& args) {
+  on_row_parts(
+      {args.batch * args.time, args.heads * args.head_dim},
+      [&](int64_t, int64_t begin, int64_t end) { rotary_backward_bf16_range(args, begin, end); });
+}
+
 void swiglu_forward(const float* gate, const float* up, float* output, int64_t count) {
   on_flat_parts(count, [&](int64_t begin, int64_t end) {
     swiglu_forward_range(gate, up, output, begin, end);
+  });
+}
+
+void swiglu_forward(const c10::BFloat16* gate, const c10::BFloat16* up, c10::BFloat16* output,
+                    int64_t count) {
+  on_flat_parts(count, [&](int64_t begin, int64_t end) {
+    swiglu_forward_bf16_range(gate, up, output, begin, end);
   });
 }
 
@@ -224,6 +305,14 @@ void swiglu_backward(const float* grad_output, const float* gate, const float* u
                      float* grad_up, int64_t count) {
   on_flat_parts(count, [&](int64_t begin, int64_t end) {
     swiglu_backward_range(grad_output, gate, up, grad_gate, grad_up, begin, end);
+  });
+}
+
+void swiglu_backward(const c10::BFloat16* grad_output, const c10::BFloat16* gate,
+                     const c10::BFloat16* up, c10::BFloat16* grad_gate, c10::BFloat16* grad_up,
+                     int64_t count) {
+  on_flat_parts(count, [&](int64_t begin, int64_t end) {
+    swiglu_backward_bf16_range(grad_output, gate, up, grad_gate, grad_up, begin, end);
   });
 }
 

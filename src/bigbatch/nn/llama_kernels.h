@@ -1,9 +1,12 @@
-// CPU kernels of the element-wise steps of a Llama layer on float32 rows: RMSNorm, rotary
-// position embeddings and SwiGLU, forward and backward. Each is one pass over its rows where the
+// CPU kernels of the element-wise steps of a Llama layer on float32 rows (and, for the rotary
+// embeddings and SwiGLU, on the bfloat16 values of CPU autocast): RMSNorm, rotary position
+// embeddings and SwiGLU, forward and backward. Each is one pass over its rows where the
 // composite formula takes three to ten ATen operations (and autograd nodes), each reading and
 // writing the whole activation. nn::rms_norm, nn::rotary_embedding and nn::swiglu
 // (llama_ops.h) run on them.
 #pragma once
+
+#include <c10/util/BFloat16.h>
 
 #include <cstdint>
 
@@ -43,21 +46,32 @@ void rms_norm_backward_rows(const RmsNormBackwardRows& args);
 /// Rotary position embeddings (RoPE, the rotate-half form of transformers' Llama) with the
 /// heads' transpose folded in. Forward: x (B, T, H, D) -> y (B, H, T, D) with
 /// y = x * cos + rotate_half(x) * sin, rotate_half(x) = (-x[D/2:], x[:D/2]) and cos, sin (T, D).
-/// Backward: dy (B, H, T, D) -> dx (B, T, H, D), the transpose of that linear map.
-struct RotaryRows {
-  const float* input = nullptr;  ///< forward: x (B, T, H, D); backward: dy (B, H, T, D)
-  const float* cos = nullptr;    ///< (T, D)
-  const float* sin = nullptr;    ///< (T, D)
-  float* output = nullptr;       ///< forward: y (B, H, T, D); backward: dx (B, T, H, D)
+/// Backward: dy (B, H, T, D) -> dx (B, T, H, D), the transpose of that linear map. Products and
+/// sums are float32; a bfloat16 input is widened exactly, a bfloat16 output rounded once to the
+/// nearest even.
+template <typename In, typename Out>
+struct RotaryMap {
+  const In* input = nullptr;   ///< forward: x (B, T, H, D); backward: dy (B, H, T, D)
+  const float* cos = nullptr;  ///< (T, D)
+  const float* sin = nullptr;  ///< (T, D)
+  Out* output = nullptr;       ///< forward: y (B, H, T, D); backward: dx (B, T, H, D)
   int64_t batch = 0;
   int64_t time = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;  ///< D, even
 };
+/// float32 in and out.
+using RotaryRows = RotaryMap<float, float>;
 /// The forward map of `args` on the OpenMP threads.
 void rotary_forward(const RotaryRows& args);
 /// The backward map of `args` on the OpenMP threads.
 void rotary_backward(const RotaryRows& args);
+/// The forward map of CPU autocast's bfloat16 projections: float32 out, the dtype transformers'
+/// formula promotes to with float32 cos and sin (each bf16 value widens exactly, then float32
+/// products and sum).
+void rotary_forward(const RotaryMap<c10::BFloat16, float>& args);
+/// Its backward: a float32 dy in, dx rounded once to bfloat16.
+void rotary_backward(const RotaryMap<float, c10::BFloat16>& args);
 
 /// SwiGLU's forward: y = silu(gate) * up = gate * sigmoid(gate) * up, element-wise over `count`
 /// values. The exponential is a polynomial one that vectorises (within 0.99 ulp of exp over
@@ -68,5 +82,14 @@ void swiglu_forward(const float* gate, const float* up, float* output, int64_t c
 /// s = sigmoid(gate), over `count` values.
 void swiglu_backward(const float* grad_output, const float* gate, const float* up, float* grad_gate,
                      float* grad_up, int64_t count);
+
+/// swiglu_forward on bfloat16 values: computed in float32, y rounded once to bfloat16 (where the
+/// composite formula rounds silu(gate) first, then the product).
+void swiglu_forward(const c10::BFloat16* gate, const c10::BFloat16* up, c10::BFloat16* output,
+                    int64_t count);
+/// swiglu_backward on bfloat16 values: computed in float32, each gradient rounded once.
+void swiglu_backward(const c10::BFloat16* grad_output, const c10::BFloat16* gate,
+                     const c10::BFloat16* up, c10::BFloat16* grad_gate, c10::BFloat16* grad_up,
+                     int64_t count);
 
 }  // namespace bigbatch::nn::kernels

@@ -65,51 +65,83 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
   }
 };
 
+/// The rotary map of `input` into `output` (both contiguous), forward or backward, on the
+/// kernel for their dtypes: float32 to float32, or bfloat16 to float32 forward and float32 to
+/// bfloat16 backward.
+void run_rotary(bool backward, const Tensor& input, const Tensor& cos, const Tensor& sin,
+                Tensor& output, int64_t batch, int64_t time, int64_t heads, int64_t head_dim) {
+  const auto fill = [&](auto& args) {
+    args.cos = cos.data_ptr<float>();
+    args.sin = sin.data_ptr<float>();
+    args.batch = batch;
+    args.time = time;
+    args.heads = heads;
+    args.head_dim = head_dim;
+  };
+  if (input.scalar_type() == torch::kBFloat16) {
+    kernels::RotaryMap<c10::BFloat16, float> args;
+    fill(args);
+    args.input = input.data_ptr<c10::BFloat16>();
+    args.output = output.data_ptr<float>();
+    kernels::rotary_forward(args);
+  } else if (output.scalar_type() == torch::kBFloat16) {
+    kernels::RotaryMap<float, c10::BFloat16> args;
+    fill(args);
+    args.input = input.data_ptr<float>();
+    args.output = output.data_ptr<c10::BFloat16>();
+    kernels::rotary_backward(args);
+  } else {
+    kernels::RotaryRows args;
+    fill(args);
+    args.input = input.data_ptr<float>();
+    args.output = output.data_ptr<float>();
+    if (backward)
+      kernels::rotary_backward(args);
+    else
+      kernels::rotary_forward(args);
+  }
+}
+
 struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
-  // x (B, T, H*D), cos and sin (T, D) -> (B, H, T, D)
+  // x (B, T, H*D) float32 or bfloat16, cos and sin (T, D) float32 -> (B, H, T, D) float32
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& cos, const Tensor& sin,
                         int64_t heads) {
     const Tensor input = x.contiguous();
-    kernels::RotaryRows args{
-        nullptr, cos.data_ptr<float>(), sin.data_ptr<float>(), nullptr, x.size(0), x.size(1),
-        heads,   x.size(2) / heads};
-    Tensor output = torch::empty({args.batch, heads, args.time, args.head_dim}, x.options());
-    args.input = input.data_ptr<float>();
-    args.output = output.data_ptr<float>();
-    kernels::rotary_forward(args);
+    const int64_t batch = x.size(0), time = x.size(1), head_dim = x.size(2) / heads;
+    Tensor output = torch::empty({batch, heads, time, head_dim}, cos.options());
+    run_rotary(false, input, cos, sin, output, batch, time, heads, head_dim);
     ctx->save_for_backward({cos, sin});
     ctx->saved_data["heads"] = heads;
+    ctx->saved_data["input_dtype"] = int64_t(x.scalar_type());
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     check_first_order("rotary_embedding");
     const variable_list saved = ctx->get_saved_variables();
-    const Tensor grad = grads[0].contiguous();  // (B, H, T, D)
+    const Tensor grad = grads[0].to(torch::kFloat).contiguous();  // (B, H, T, D)
     const int64_t heads = ctx->saved_data["heads"].toInt();
-    kernels::RotaryRows args{grad.data_ptr<float>(),
-                             saved[0].data_ptr<float>(),
-                             saved[1].data_ptr<float>(),
-                             nullptr,
-                             grad.size(0),
-                             grad.size(2),
-                             heads,
-                             grad.size(3)};
+    const auto input_dtype = static_cast<torch::ScalarType>(ctx->saved_data["input_dtype"].toInt());
+    const int64_t batch = grad.size(0), time = grad.size(2), head_dim = grad.size(3);
     Tensor grad_input =
-        torch::empty({args.batch, args.time, heads * args.head_dim}, grad.options());
-    args.output = grad_input.data_ptr<float>();
-    kernels::rotary_backward(args);
+        torch::empty({batch, time, heads * head_dim}, grad.options().dtype(input_dtype));
+    run_rotary(true, grad, saved[0], saved[1], grad_input, batch, time, heads, head_dim);
     return {grad_input, Tensor(), Tensor(), Tensor()};
   }
 };
 
 struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
-  // gate, up (...) -> (...)
+  // gate, up (...), both float32 or both bfloat16 -> (...) in their dtype
   static Tensor forward(AutogradContext* ctx, const Tensor& gate, const Tensor& up) {
     const Tensor g = gate.contiguous(), u = up.contiguous();
     Tensor output = torch::empty_like(g);
-    kernels::swiglu_forward(g.data_ptr<float>(), u.data_ptr<float>(), output.data_ptr<float>(),
-                            g.numel());
+    if (g.scalar_type() == torch::kBFloat16) {
+      kernels::swiglu_forward(g.data_ptr<c10::BFloat16>(), u.data_ptr<c10::BFloat16>(),
+                              output.data_ptr<c10::BFloat16>(), g.numel());
+    } else {
+      kernels::swiglu_forward(g.data_ptr<float>(), u.data_ptr<float>(), output.data_ptr<float>(),
+                              g.numel());
+    }
     ctx->save_for_backward({g, u});
     return output;
   }
@@ -117,11 +149,19 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     check_first_order("swiglu");
     const variable_list saved = ctx->get_saved_variables();
-    const Tensor grad = grads[0].contiguous();
-    Tensor grad_gate = torch::empty_like(saved[0]), grad_up = torch::empty_like(saved[1]);
-    kernels::swiglu_backward(grad.data_ptr<float>(), saved[0].data_ptr<float>(),
-                             saved[1].data_ptr<float>(), grad_gate.data_ptr<float>(),
-                             grad_up.data_ptr<float>(), grad.numel());
+    const Tensor& g = saved[0];
+    const Tensor grad = grads[0].to(g.scalar_type()).contiguous();
+    Tensor grad_gate = torch::empty_like(g), grad_up = torch::empty_like(saved[1]);
+    if (g.scalar_type() == torch::kBFloat16) {
+      kernels::swiglu_backward(grad.data_ptr<c10::BFloat16>(), g.data_ptr<c10::BFloat16>(),
+                               saved[1].data_ptr<c10::BFloat16>(),
+                               grad_gate.data_ptr<c10::BFloat16>(),
+                               grad_up.data_ptr<c10::BFloat16>(), grad.numel());
+    } else {
+      kernels::swiglu_backward(grad.data_ptr<float>(), g.data_ptr<float>(),
+                               saved[1].data_ptr<float>(), grad_gate.data_ptr<float>(),
+                               grad_up.data_ptr<float>(), grad.numel());
+    }
     return {grad_gate, grad_up};
   }
 };
@@ -132,16 +172,27 @@ Tensor rotate_half(const Tensor& x) {
   return torch::cat({-halves[1], halves[0]}, /*dim=*/-1);
 }
 
-}  // namespace
-
-bool use_fused_llama_ops(std::initializer_list<const torch::Tensor*> tensors) {
+/// Whether block_kernel() allows the fused nodes and every one of `tensors` is a CPU tensor of
+/// `dtype`.
+bool fused_with(std::initializer_list<const torch::Tensor*> tensors, torch::ScalarType dtype) {
   if (block_kernel() == BlockKernel::kComposite)
     return false;
   for (const Tensor* t : tensors) {
-    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != torch::kFloat)
+    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != dtype)
       return false;
   }
   return true;
+}
+
+/// Whether `t` is float32 or bfloat16, the dtypes the rotary and SwiGLU kernels take.
+bool float_or_bf16(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
+}
+
+}  // namespace
+
+bool use_fused_llama_ops(std::initializer_list<const torch::Tensor*> tensors) {
+  return fused_with(tensors, torch::kFloat);
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
@@ -166,7 +217,10 @@ torch::Tensor rotary_embedding(const torch::Tensor& x, const torch::Tensor& cos,
            cos.sizes(), " and ", sin.sizes());
   BB_CHECK(!cos.requires_grad() && !sin.requires_grad(),
            "rotary_embedding gives cos and sin no gradient, but they require one");
-  if (x.numel() > 0 && use_fused_llama_ops({&x, &cos, &sin}))
+  // float32 cos and sin with a bfloat16 x (CPU autocast's projection): the formula promotes to
+  // float32, and so does the fused node.
+  if (x.numel() > 0 && float_or_bf16(x) && fused_with({&x}, x.scalar_type()) &&
+      fused_with({&cos, &sin}, torch::kFloat))
     return RotaryFunction::apply(x, cos.contiguous(), sin.contiguous(), heads);
   const Tensor split = x.view({x.size(0), x.size(1), heads, dim}).transpose(1, 2);  // (B,H,T,D)
   return split * cos + rotate_half(split) * sin;
@@ -175,7 +229,7 @@ torch::Tensor rotary_embedding(const torch::Tensor& x, const torch::Tensor& cos,
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
   BB_CHECK(gate.sizes() == up.sizes(), "swiglu expects gate and up of the same sizes, got ",
            gate.sizes(), " and ", up.sizes());
-  if (gate.numel() > 0 && use_fused_llama_ops({&gate, &up}))
+  if (gate.numel() > 0 && float_or_bf16(gate) && fused_with({&gate, &up}, gate.scalar_type()))
     return SwigluFunction::apply(gate, up);
   return torch::silu(gate) * up;
 }

@@ -1,8 +1,9 @@
 // The element-wise steps of a Llama layer (transformers' LlamaRMSNorm, apply_rotary_pos_emb and
 // LlamaMLP's act_fn(gate) * up) as functions that run one autograd node each on the CPU kernels
-// of llama_kernels.h for float32 CPU tensors, and the composite formula (one ATen operation and
-// autograd node per step) everywhere else: float64, bf16 under autocast, a GPU, or
-// model.block_kernel = "composite" (nn::BlockKernel::kComposite). The fused nodes have no
+// of llama_kernels.h for float32 CPU tensors (and bfloat16 ones for the rotary embeddings and
+// SwiGLU, as CPU autocast makes them), and the composite formula (one ATen operation and
+// autograd node per step) everywhere else: float64, a GPU, or model.block_kernel = "composite"
+// (nn::BlockKernel::kComposite). The fused nodes have no
 // second derivative: a backward with create_graph through them throws, naming the way out.
 #pragma once
 
@@ -24,12 +25,16 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 
 /// Rotary position embeddings on a projection's output, in transformers' rotate-half form:
 /// the heads split off and moved before time, then y = x * cos + rotate_half(x) * sin.
-/// cos and sin take no gradient (they are functions of the positions).
-/// x (B, T, H*D), cos and sin (T, D) -> (B, H, T, D)
+/// cos and sin take no gradient (they are functions of the positions). Fused for x float32 or
+/// bfloat16 with float32 cos and sin: y is float32, the dtype the formula promotes to, within
+/// float32 rounding; x's gradient is rounded to bfloat16 once (the formula rounds each of its two
+/// terms). x (B, T, H*D), cos and sin (T, D) -> (B, H, T, D)
 torch::Tensor rotary_embedding(const torch::Tensor& x, const torch::Tensor& cos,
                                const torch::Tensor& sin, int64_t heads);
 
-/// SwiGLU, LlamaMLP's gating: silu(gate) * up, element-wise.
+/// SwiGLU, LlamaMLP's gating: silu(gate) * up, element-wise. Fused for both float32 or both
+/// bfloat16; in bfloat16 it computes in float32 and rounds the result (and each gradient) once,
+/// where the formula rounds silu(gate) first.
 /// gate (...), up (the same sizes) -> (...)
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up);
 

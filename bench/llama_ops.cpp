@@ -1,7 +1,8 @@
 // Times the Llama's element-wise steps (nn/llama_ops) fused and composite, forward + backward at
 // the shapes of bench/compare's Llama (8 x 128 tokens, width 384, 6 heads on 2 key heads, MLP
-// 1024), the two alternating call by call so that the machine's drift falls on both. Also the
-// composite attention on grouped keys against keys repeated per query head.
+// 1024), the two alternating call by call so that the machine's drift falls on both; SwiGLU and
+// the rotary embeddings also on bf16 projections, as under bf16 autocast. Also the composite
+// attention on grouped keys against keys repeated per query head.
 //   cmake --build build --target bigbatch_bench_llama_ops && build/bigbatch_bench_llama_ops [reps]
 #include <torch/torch.h>
 
@@ -91,6 +92,18 @@ int main(int argc, char** argv) {
   add("rotary q and k (6 + 2 heads of 64)", [&] {
     const Tensor q = bigbatch::nn::rotary_embedding(q_proj, cos, sin, kHeads);
     const Tensor k = bigbatch::nn::rotary_embedding(k_proj, cos, sin, kKeyHeads);
+    (q.sum() + k.sum()).backward();
+  });
+  // Under bf16 autocast the projections are bf16 and cos and sin stay float32.
+  const auto bf16_leaf = [](const Tensor& t) {
+    return t.detach().to(torch::kBFloat16).requires_grad_();
+  };
+  const Tensor gate_bf16 = bf16_leaf(gate), up_bf16 = bf16_leaf(up);
+  const Tensor q_bf16 = bf16_leaf(q_proj), k_bf16 = bf16_leaf(k_proj);
+  add("SwiGLU in bf16", [&] { forward_backward(bigbatch::nn::swiglu(gate_bf16, up_bf16)); });
+  add("rotary q and k in bf16 (float32 out)", [&] {
+    const Tensor q = bigbatch::nn::rotary_embedding(q_bf16, cos, sin, kHeads);
+    const Tensor k = bigbatch::nn::rotary_embedding(k_bf16, cos, sin, kKeyHeads);
     (q.sum() + k.sum()).backward();
   });
   steps.push_back({"attention, 2 key heads: grouped (fused column) / repeated",

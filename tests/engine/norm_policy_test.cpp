@@ -108,8 +108,11 @@ TEST(GhostBatchNorm, RunningStatisticsMoveOncePerOptimizerStep) {
 TEST(ConcurrentBatchNorm, TwoOrThreePassesAtOnceEndBitwiseAsOneAtATime) {
   // One OpenMP thread both ways, as each concurrent pass has, so every kernel computes the same
   // bits; the passes' running-statistics writes are made in micro-batch order after them.
-  const int threads = torch::get_num_threads();
-  torch::set_num_threads(1);
+  struct OneThread {
+    const int threads = torch::get_num_threads();
+    OneThread() { torch::set_num_threads(1); }
+    ~OneThread() { torch::set_num_threads(threads); }  // also after a failed ASSERT
+  } one_thread;
   for (const bool ghost : {false, true}) {
     const GhostRun one = train(8, ghost, 3);
     for (const int64_t concurrent : {2, 3}) {
@@ -122,7 +125,6 @@ TEST(ConcurrentBatchNorm, TwoOrThreePassesAtOnceEndBitwiseAsOneAtATime) {
       }
     }
   }
-  torch::set_num_threads(threads);
 }
 
 }  // namespace

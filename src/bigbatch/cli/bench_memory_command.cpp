@@ -70,10 +70,9 @@ struct BenchSetup {
 /// its loss under the configured precision.
 job::Workload configured_workload(const TrainConfig& config, const job::LoadedData& data) {
   torch::manual_seed(config.job.trainer.seed());
-  job::Workload w = config.hf ? job::build_hf_workload(*config.hf)
-                              : job::build_builtin_workload(
-                                    config.model, data,
-                                    job::PassSite{config.job.precision, config.job.device.type()});
+  job::Workload w = config.hf
+                        ? job::build_hf_workload(*config.hf)
+                        : job::build_builtin_workload(config.model, data, pass_site_of(config));
   job::place_workload(w, config.job);
   return w;
 }

@@ -40,8 +40,7 @@ int run_bench_precision(const BenchPrecisionOptions& options, std::ostream& out)
   const ThreadSettings threads = job::apply_thread_options(config.job);
   torch::manual_seed(config.job.trainer.seed());
   const job::LoadedData data = job::load_builtin_data(config.model.kind, config.data);
-  job::Workload w = job::build_builtin_workload(
-      config.model, data, job::PassSite{config.job.precision, config.job.device.type()});
+  job::Workload w = job::build_builtin_workload(config.model, data, pass_site_of(config));
   const int64_t global_batch = config.job.batch.global_batch();
   BB_CHECK_INPUT(w.train->size() >= global_batch, "the training split holds ", w.train->size(),
                  " samples, fewer than batch.global_batch = ", global_batch);

@@ -44,8 +44,7 @@ int run_train(const TrainCommandOptions& options, std::ostream& terminal) {
     if (config.hf)
       return job::build_hf_workload(*config.hf);
     return job::build_builtin_workload(
-        config.model, job::load_builtin_data(config.model.kind, config.data),
-        job::PassSite{config.job.precision, config.job.device.type()});
+        config.model, job::load_builtin_data(config.model.kind, config.data), pass_site_of(config));
   });
   return training.run(terminal).exit_code;
 }

@@ -45,8 +45,7 @@ void check_concurrency_supported(const ConfigReader& c, const TrainConfig& t) {
                  " must be >= 1 (1: one micro-batch at a time) or \"auto\"");
   if (concurrent == 1 || t.hf)
     return;
-  const std::string need =
-      job::concurrency_need(t.model, job::PassSite{t.job.precision, t.job.device.type()});
+  const std::string need = job::concurrency_need(t.model, pass_site_of(t));
   BB_CHECK_INPUT(need.empty(), c.where("train.concurrent_micro_batches"),
                  ": train.concurrent_micro_batches = ", concurrent, " needs ", need);
 }
@@ -492,6 +491,10 @@ void read_hf(ConfigReader& c, TrainConfig& t) {
 }
 
 }  // namespace
+
+job::PassSite pass_site_of(const TrainConfig& config) {
+  return job::PassSite{config.job.precision, config.job.device.type()};
+}
 
 TrainConfig read_train_config(ConfigReader& config) {
   TrainConfig result;

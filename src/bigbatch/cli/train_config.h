@@ -29,6 +29,10 @@ struct TrainConfig {
   std::map<std::string, ResumeChange> resume_changes;
 };
 
+/// Where `config`'s training passes run (its precision and device), as job::concurrency_need and
+/// job::build_builtin_workload take it.
+job::PassSite pass_site_of(const TrainConfig& config);
+
 /// Reads every key from `config` (defaults for those absent), then rejects unknown keys.
 /// Throws InputError naming the key and value for wrong types and values out of range.
 TrainConfig read_train_config(ConfigReader& config);

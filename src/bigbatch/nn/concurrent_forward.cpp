@@ -7,15 +7,14 @@
 namespace bigbatch::nn {
 namespace {
 
-/// Whether this thread runs a concurrent forward (read by in_concurrent_forward()).
-thread_local bool concurrent = false;
-/// The innermost scope of this thread, which collects deferred writes; nullptr outside one.
+/// The innermost scope of this thread, which collects deferred writes; nullptr outside one
+/// (in_concurrent_forward() is false).
 thread_local ConcurrentForwardScope* innermost = nullptr;
 
 }  // namespace
 
 bool in_concurrent_forward() {
-  return concurrent;
+  return innermost != nullptr;
 }
 
 void defer_state_write(StateWrite write) {
@@ -24,13 +23,11 @@ void defer_state_write(StateWrite write) {
   innermost->writes_.push_back(std::move(write));
 }
 
-ConcurrentForwardScope::ConcurrentForwardScope() : previous_(concurrent), outer_(innermost) {
-  concurrent = true;
+ConcurrentForwardScope::ConcurrentForwardScope() : outer_(innermost) {
   innermost = this;
 }
 
 ConcurrentForwardScope::~ConcurrentForwardScope() {
-  concurrent = previous_;
   innermost = outer_;
 }
 

@@ -39,8 +39,7 @@ class ConcurrentForwardScope {
  private:
   friend void defer_state_write(StateWrite write);
 
-  bool previous_;
-  ConcurrentForwardScope* outer_;
+  ConcurrentForwardScope* outer_;  // the scope this one nests in, or nullptr
   std::vector<StateWrite> writes_;
 };
 

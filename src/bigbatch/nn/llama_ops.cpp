@@ -78,13 +78,13 @@ void run_rotary(bool backward, const Tensor& input, const Tensor& cos, const Ten
     args.heads = heads;
     args.head_dim = head_dim;
   };
-  if (input.scalar_type() == torch::kBFloat16) {
+  if (!backward && input.scalar_type() == torch::kBFloat16) {
     kernels::RotaryMap<c10::BFloat16, float> args;
     fill(args);
     args.input = input.data_ptr<c10::BFloat16>();
     args.output = output.data_ptr<float>();
     kernels::rotary_forward(args);
-  } else if (output.scalar_type() == torch::kBFloat16) {
+  } else if (backward && output.scalar_type() == torch::kBFloat16) {
     kernels::RotaryMap<float, c10::BFloat16> args;
     fill(args);
     args.input = input.data_ptr<float>();

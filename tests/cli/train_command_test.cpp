@@ -12,6 +12,7 @@
 #include "bigbatch/core/threads.h"
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/attention.h"
+#include "bigbatch/nn/fp32_matmul.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
 
@@ -266,9 +267,9 @@ TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
       << r.output;
   EXPECT_NE(r.output.find("bf16 matmuls   native         oneDNN's bf16 kernels"), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find(
-                "threads        2              OpenMP; oneDNN (convolutions, bf16 matmuls) runs"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("threads        2              OpenMP; oneDNN (convolutions, matmuls) runs"),
+      std::string::npos)
       << r.output;
   // Debian's LibTorch runs fp32 matmuls on OpenBLAS's threads, the PyTorch wheel's MKL on OpenMP's.
   const bool openblas = blas_threads() > 0;
@@ -283,9 +284,13 @@ TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
   EXPECT_TRUE(std::isfinite(summary["last_val_loss"].get<double>()));
 
   const Result fp32 = run("train --plan " + corpus_arg() + kTinyGpt +
-                          " -s train.threads=1 -s train.blas_threads=2");
+                          " -s train.threads=1 -s train.blas_threads=2 -s model.fp32_matmul=blas");
   ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
   EXPECT_NE(fp32.output.find("precision      fp32           no autocast"), std::string::npos)
+      << fp32.output;
+  EXPECT_NE(fp32.output.find("fp32 matmuls   BLAS           LibTorch's BLAS (fp32_matmul = "
+                             "\"blas\")"),
+            std::string::npos)
       << fp32.output;
   EXPECT_NE(fp32.output.find(openblas ? "threads        1              OpenMP (intra-op)"
                                       : "threads        1              OpenMP; LibTorch's BLAS "
@@ -309,6 +314,19 @@ TEST_F(TrainCommand, Bf16TrainsAndThePlanShowsPrecisionAndThreads) {
                                               : "OpenMP; LibTorch's BLAS (fp32 matmuls) runs"),
             std::string::npos)
       << fp32_kernels.output;
+
+  // float32 products on oneDNN: their threads are oneDNN's, on OpenMP.
+  if (nn::onednn_fp32_available()) {
+    const Result onednn =
+        run("train --plan " + corpus_arg() + kTinyGpt + " -s model.fp32_matmul=onednn");
+    ASSERT_EQ(onednn.exit_code, 0) << onednn.output;
+    EXPECT_NE(onednn.output.find("fp32 matmuls   oneDNN         oneDNN's float32 kernels"),
+              std::string::npos)
+        << onednn.output;
+    EXPECT_NE(onednn.output.find("OpenMP; oneDNN (convolutions, matmuls) runs over these"),
+              std::string::npos)
+        << onednn.output;
+  }
 }
 
 TEST_F(TrainCommand, ConcurrentMicroBatchesTrainTheSameAndShowInThePlan) {
@@ -336,8 +354,8 @@ TEST_F(TrainCommand, ConcurrentMicroBatchesTrainTheSameAndShowInThePlan) {
 
   // Automatic threads give each of the passes its share of the cores.
   const Result plan =
-      run("train --plan " + corpus_arg() + kTinyGpt +
-          " -s train.concurrent_micro_batches=" + std::to_string(2 * available_cores()));
+      run("train --plan " + corpus_arg() + kTinyGpt + " -s train.concurrent_micro_batches=" +
+          std::to_string(2 * available_cores()) + " -s model.fp32_matmul=blas");
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
   const bool openblas = blas_threads() > 0;  // Debian's LibTorch; the wheel's MKL has none
   EXPECT_NE(plan.output.find(openblas ? "threads        1              OpenMP (intra-op)"
@@ -370,6 +388,9 @@ TEST_F(TrainCommand, PrecisionMistakesAreInputErrors) {
   bad("-s train.device=cpu -s model.precision=fp16",
       "model.precision = \"fp16\" needs a CUDA build");
   bad("-s model.bf16_matmul=onednn", "model.bf16_matmul");
+  bad("-s model.fp32_matmul=mkl", "model.fp32_matmul = \"mkl\" is not allowed");
+  if (!nn::onednn_fp32_available())
+    bad("-s model.fp32_matmul=onednn", "model.fp32_matmul = \"onednn\" needs LibTorch 2.x");
   bad("-s model.precision=bf16 -s model.dtype=float64",
       "model.precision = \"bf16\" autocasts float32 weights");
   bad("-s train.blas_threads=-1", "train.blas_threads = -1 must be >= 0");

@@ -14,12 +14,14 @@ const char* kCpuinfo =
     "flags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile\nflags2\t: x\n\n"
     "processor\t: 1\nflags\t\t: fpu\n";
 
-TEST(SystemInfo, ParsesTheFirstProcessorsFlagsAndModel) {
+TEST(SystemInfo, ParsesTheFirstProcessorsFlagsModelAndVendor) {
   const std::set<std::string> flags = parse_cpu_flags(kCpuinfo);
   EXPECT_EQ(flags, (std::set<std::string>{"fpu", "avx2", "avx512f", "avx512_bf16", "amx_tile"}));
   EXPECT_EQ(parse_cpu_model(kCpuinfo), "Intel(R) Xeon(R) Processor");
   EXPECT_TRUE(parse_cpu_flags("").empty());
   EXPECT_EQ(parse_cpu_model("processor : 0\n"), "");
+  EXPECT_EQ(parse_cpu_vendor(kCpuinfo), "GenuineIntel");
+  EXPECT_EQ(parse_cpu_vendor("processor : 0\n"), "");
 }
 
 TEST(SystemInfo, ParsesMeminfoInBytes) {

@@ -18,7 +18,7 @@ TEST(Threads, AutomaticSettingsGiveTheCoresToTheLibraryThatRunsTheMatmuls) {
   const ThreadSettings onednn = choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn), 8);
   EXPECT_EQ(onednn.openmp, 8);
   EXPECT_EQ(onednn.blas, 1);
-  EXPECT_EQ(onednn.describe(), "OpenMP 8, OpenBLAS 1 (bf16: oneDNN)");
+  EXPECT_EQ(onednn.describe(), "OpenMP 8, OpenBLAS 1 (matmuls: oneDNN)");
   EXPECT_EQ(blas.describe(), "OpenMP 1, OpenBLAS 8 (fp32: OpenBLAS)");
 }
 
@@ -33,7 +33,7 @@ TEST(Threads, WithoutOpenBlasTheOpenMpThreadsRunEveryMatmul) {
       choose_threads(ThreadRequest().backend(MatmulBackend::kOneDnn), 8, /*openblas=*/false);
   EXPECT_EQ(onednn.openmp, 8);
   EXPECT_EQ(onednn.blas, 0);
-  EXPECT_EQ(onednn.describe(), "OpenMP 8 (bf16: oneDNN)");
+  EXPECT_EQ(onednn.describe(), "OpenMP 8 (matmuls: oneDNN)");
   const ThreadSettings asked =
       choose_threads(ThreadRequest().openmp(3).blas(2), 8, /*openblas=*/false);
   EXPECT_EQ(asked.openmp, 3);

@@ -6,6 +6,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/precision.h"
 #include "nn/scoped_setting.h"
 
@@ -159,6 +160,9 @@ TEST(Bf16Matmul, ScaledProductWithAMaskOnFp32KernelsGivesAutocastsValues) {
 
 TEST(Bf16Matmul, OutsideBf16AutocastItIsTorchsOwnProduct) {
   const ScopedBf16Matmul choice(Bf16Matmul::kFp32);
+  // float32 products on LibTorch's BLAS (nn/fp32_matmul may put them on oneDNN).
+  const testing::ScopedSetting<Fp32Matmul> blas(
+      fp32_matmul, [](Fp32Matmul mode) { set_fp32_matmul(mode); }, Fp32Matmul::kBlas);
   torch::manual_seed(5);
   torch::nn::Linear layer(6, 3);
   const torch::Tensor x = torch::randn({4, 6});

@@ -17,6 +17,7 @@
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/dist/process_group.h"
 #include "bigbatch/io/read_file.h"
+#include "bigbatch/nn/fp32_matmul.h"
 
 namespace bigbatch::cli {
 
@@ -253,6 +254,25 @@ Finding matmul_finding(torch::Dtype dtype, double seconds) {
   return {bf16 ? "matmul bf16" : "matmul fp32", format_fixed(speed.gflops, 1) + " GFLOP/s",
           cat(speed.size, "^3 torch::mm x", speed.products, " in ", format_fixed(speed.seconds, 2),
               " s; ", threads.describe()),
+          false, ""};
+}
+
+Finding onednn_matmul_finding(double seconds) {
+  if (!nn::onednn_fp32_available()) {
+    return {"matmul fp32 onednn", "not available",
+            cat("oneDNN's float32 kernels need LibTorch 2.x with oneDNN on x86-64 with avx512bw, "
+                "avx512vl and avx512dq (or avx_ne_convert); this LibTorch is ",
+                TORCH_VERSION),
+            false, ""};
+  }
+  const ThreadSettings threads = apply_threads(ThreadRequest().backend(MatmulBackend::kOneDnn));
+  const MatmulSpeed speed = measure_matmul(torch::kFloat, seconds, nn::onednn_mm);
+  const nn::Fp32Matmul automatic =
+      nn::resolve_fp32_matmul(nn::Fp32Matmul::kAuto, nn::this_fp32_matmul_facts());
+  return {"matmul fp32 onednn", format_fixed(speed.gflops, 1) + " GFLOP/s",
+          cat(speed.size, "^3 oneDNN float32 x", speed.products, " in ",
+              format_fixed(speed.seconds, 2), " s; ", threads.describe(),
+              "; model.fp32_matmul = \"auto\" takes ", nn::to_string(automatic), " here"),
           false, ""};
 }
 

@@ -78,6 +78,11 @@ Finding diagnose_blas(const BlasLibrary& blas, const std::string& alternative,
 /// threads (see measure_matmul). Never a problem: the BLAS and CPU findings say why it is slow.
 Finding matmul_finding(torch::Dtype dtype, double seconds);
 
+/// The same fp32 product on oneDNN's float32 kernels (nn::onednn_mm), which model.fp32_matmul =
+/// "onednn" uses, with its "auto" choice; a note that they are unavailable where
+/// nn::onednn_fp32_available() is false. Never a problem.
+Finding onednn_matmul_finding(double seconds);
+
 /// Native bf16 support of the CPU (avx512_bf16, amx_bf16); without it model.precision = "bf16"
 /// runs its products on fp32 kernels (nn/bf16_matmul) (a note, not a problem).
 Finding cpu_bf16_finding(const std::set<std::string>& flags, const std::string& model);

@@ -46,6 +46,7 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
                       threads_finding(at_start, available_cores()),
                       blas_finding,
                       matmul_finding(torch::kFloat, options.matmul_seconds),
+                      onednn_matmul_finding(options.matmul_seconds),
                       matmul_finding(torch::kBFloat16, options.matmul_seconds),
                       cpu_bf16_finding(cpu_flags, parse_cpu_model(cpuinfo)),
                       memory_finding(parse_meminfo(io::read_file_or_empty("/proc/meminfo"))),

@@ -129,6 +129,21 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    "auto = fp32 unless the CPU has avx512_bf16 or amx_bf16",
                    ResumeChange::kFree),
       "model.bf16_matmul");
+  t.job.fp32_matmul = nn::parse_fp32_matmul(
+      c.get_choice("model.fp32_matmul", nn::to_string(t.job.fp32_matmul),
+                   {"auto", "blas", "onednn"},
+                   "kernels of the float32 matrix products on the CPU (the Linears and the fused "
+                   "GPT block): blas = LibTorch's BLAS (MKL or OpenBLAS), onednn = oneDNN's "
+                   "float32 kernels (LibTorch 2.x, x86-64 with AVX-512), auto = onednn on an AMD "
+                   "CPU with MKL, blas elsewhere",
+                   ResumeChange::kFree),
+      "model.fp32_matmul");
+  BB_CHECK_INPUT(t.job.fp32_matmul != nn::Fp32Matmul::kOneDnn || nn::onednn_fp32_available(),
+                 c.source(),
+                 ": model.fp32_matmul = \"onednn\" needs LibTorch 2.x with oneDNN on an x86-64 "
+                 "CPU with avx512bw, avx512vl and avx512dq (or avx_ne_convert), which this "
+                 "process lacks (bigbatch doctor: \"matmul fp32 onednn\"); use \"blas\" or "
+                 "\"auto\"");
   t.job.attention = nn::parse_attention_kernel(
       c.get_choice("model.attention", nn::to_string(t.job.attention),
                    {"auto", "fused", "composite"},

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include <torch/torch.h>
 
@@ -15,10 +16,13 @@ struct MatmulSpeed {
   double seconds = 0.0;  ///< their wall time
 };
 
-/// Times torch::mm of two n x n matrices of `dtype` on the CPU with the thread settings in effect
-/// for about `seconds` (at least one product, after a warm-up one). n starts at 256 and doubles
-/// up to 1024 while one product takes under 100 ms, so a slow path (bf16 without hardware support)
-/// is measured on a smaller size instead of taking minutes.
-MatmulSpeed measure_matmul(torch::Dtype dtype, double seconds);
+/// A matrix product to time: a (n, n), b (n, n) -> (n, n).
+using MatmulProduct = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+
+/// Times `product` (torch::mm when empty) of two n x n matrices of `dtype` on the CPU with the
+/// thread settings in effect for about `seconds` (at least one product, after a warm-up one). n
+/// starts at 256 and doubles up to 1024 while one product takes under 100 ms, so a slow path (bf16
+/// without hardware support) is measured on a smaller size instead of taking minutes.
+MatmulSpeed measure_matmul(torch::Dtype dtype, double seconds, MatmulProduct product = {});
 
 }  // namespace bigbatch

@@ -31,6 +31,14 @@ int64_t kilobytes(std::string_view text, std::string_view key) {
   }
 }
 
+/// /proc/cpuinfo's text; empty where it cannot be read.
+std::string this_cpuinfo() {
+  std::ifstream file("/proc/cpuinfo");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 std::set<std::string> parse_cpu_flags(std::string_view cpuinfo) {
@@ -42,17 +50,21 @@ std::set<std::string> parse_cpu_flags(std::string_view cpuinfo) {
 }
 
 const std::set<std::string>& this_cpu_flags() {
-  static const std::set<std::string> flags = [] {
-    std::ifstream file("/proc/cpuinfo");
-    std::ostringstream text;
-    text << file.rdbuf();
-    return parse_cpu_flags(text.str());
-  }();
+  static const std::set<std::string> flags = parse_cpu_flags(this_cpuinfo());
   return flags;
 }
 
 std::string parse_cpu_model(std::string_view cpuinfo) {
   return field(cpuinfo, "model name");
+}
+
+std::string parse_cpu_vendor(std::string_view cpuinfo) {
+  return field(cpuinfo, "vendor_id");
+}
+
+const std::string& this_cpu_vendor() {
+  static const std::string vendor = parse_cpu_vendor(this_cpuinfo());
+  return vendor;
 }
 
 MemoryInfo parse_meminfo(std::string_view meminfo) {

@@ -19,6 +19,14 @@ const std::set<std::string>& this_cpu_flags();
 /// The "model name" of the first processor in /proc/cpuinfo's text; empty when there is none.
 std::string parse_cpu_model(std::string_view cpuinfo);
 
+/// The "vendor_id" of the first processor in /proc/cpuinfo's text ("AuthenticAMD",
+/// "GenuineIntel", ...); empty when there is none.
+std::string parse_cpu_vendor(std::string_view cpuinfo);
+
+/// This machine's parse_cpu_vendor of /proc/cpuinfo, read on the first call; empty where the file
+/// cannot be read.
+const std::string& this_cpu_vendor();
+
 /// Memory of the machine, from /proc/meminfo.
 struct MemoryInfo {
   int64_t total_bytes = 0;      ///< MemTotal

@@ -59,9 +59,9 @@ std::string ThreadSettings::describe() const {
   const bool onednn = backend == MatmulBackend::kOneDnn;
   if (blas == 0)
     return cat("OpenMP ", openmp,
-               onednn ? " (bf16: oneDNN)" : " (fp32: the BLAS on the OpenMP threads)");
+               onednn ? " (matmuls: oneDNN)" : " (fp32: the BLAS on the OpenMP threads)");
   return cat("OpenMP ", openmp, ", OpenBLAS ", blas,
-             onednn ? " (bf16: oneDNN)" : " (fp32: OpenBLAS)");
+             onednn ? " (matmuls: oneDNN)" : " (fp32: OpenBLAS)");
 }
 
 void use_one_intra_op_thread_on_this_thread() {

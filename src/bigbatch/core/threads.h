@@ -13,7 +13,8 @@ namespace bigbatch {
 /// Which library runs the run's big matmuls, which decides the automatic thread settings.
 enum class MatmulBackend {
   kBlas,    ///< float32/float64 Linear and mm: OpenBLAS with its own threads, or MKL on OpenMP's
-  kOneDnn,  ///< bfloat16 (autocast): oneDNN, on the OpenMP threads
+  kOneDnn,  ///< bfloat16 (autocast), or float32 with model.fp32_matmul: oneDNN, on the OpenMP
+            ///< threads
 };
 
 /// What the user asked for; 0 means automatic.
@@ -35,7 +36,7 @@ struct ThreadSettings {
   int blas = 0;    ///< OpenBLAS threads; 0 when OpenBLAS is not LibTorch's BLAS
   MatmulBackend backend = MatmulBackend::kBlas;
 
-  /// "OpenMP 2, OpenBLAS 1 (bf16: oneDNN)" or "OpenMP 1, OpenBLAS 2 (fp32: OpenBLAS)"; without
+  /// "OpenMP 2, OpenBLAS 1 (matmuls: oneDNN)" or "OpenMP 1, OpenBLAS 2 (fp32: OpenBLAS)"; without
   /// OpenBLAS (MKL in the PyTorch wheel) "OpenMP 2 (fp32: the BLAS on the OpenMP threads)".
   std::string describe() const;
 };

@@ -88,6 +88,13 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                   " (bf16_matmul = \"", nn::to_string(options.bf16_matmul), "\")"));
   }
   const bool cpu = options.device.is_cpu();
+  if (cpu && options.precision == nn::Precision::kFp32 && by_dtype.count("Float") > 0) {
+    const bool onednn = nn::fp32_matmul() == nn::Fp32Matmul::kOneDnn;
+    table.add("fp32 matmuls", onednn ? "oneDNN" : "BLAS",
+              cat(onednn ? "oneDNN's float32 kernels for the Linears and fused blocks"
+                         : "LibTorch's BLAS",
+                  " (fp32_matmul = \"", nn::to_string(options.fp32_matmul), "\")"));
+  }
   const nn::AttentionKernel attention = nn::resolve_attention_kernel(
       options.attention, {cpu, options.precision == nn::Precision::kBf16, w.attention_keys});
   if (w.attention_keys > 0) {
@@ -162,7 +169,7 @@ void add_run_section(Table& table, const TrainingJobOptions& options, const Plan
   const bool onednn = facts.threads.backend == MatmulBackend::kOneDnn;
   const bool openblas = facts.threads.blas > 0;
   table.add("threads", std::to_string(facts.threads.openmp),
-            onednn     ? "OpenMP; oneDNN (convolutions, bf16 matmuls) runs over these"
+            onednn     ? "OpenMP; oneDNN (convolutions, matmuls) runs over these"
             : openblas ? "OpenMP (intra-op)"
                        : "OpenMP; LibTorch's BLAS (fp32 matmuls) runs over these");
   if (openblas) {

@@ -51,8 +51,10 @@ namespace {
 ThreadRequest thread_request(const TrainingJobOptions& options, int64_t sharers) {
   const bool native_bf16 =
       options.precision != nn::Precision::kFp32 && nn::bf16_matmul() == nn::Bf16Matmul::kNative;
+  const bool onednn_fp32 =
+      options.precision == nn::Precision::kFp32 && nn::fp32_matmul() == nn::Fp32Matmul::kOneDnn;
   ThreadRequest request = options.threads;
-  if (native_bf16)
+  if (native_bf16 || onednn_fp32)
     request.backend(MatmulBackend::kOneDnn);
   return request.processes(sharers);
 }
@@ -61,6 +63,7 @@ ThreadRequest thread_request(const TrainingJobOptions& options, int64_t sharers)
 
 ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes) {
   nn::set_bf16_matmul(options.bf16_matmul);
+  nn::set_fp32_matmul(options.fp32_matmul, "TrainingJobOptions.fp32_matmul");
   nn::set_attention_kernel(options.attention, "TrainingJobOptions.attention");
   nn::set_block_kernel(options.block_kernel);
   return apply_threads(

@@ -8,6 +8,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/fp32_matmul.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -241,6 +242,8 @@ torch::Tensor linear(const torch::Tensor& input, const torch::Tensor& weight,
     return bias.defined() ? Fp32KernelLinear::apply(input, weight, bias)
                           : Fp32KernelLinearNoBias::apply(input, weight);
   }
+  if (weight.dim() == 2 && fp32_products_on_onednn({&input, &weight, &bias}))
+    return onednn_linear(input, weight, bias);
   return torch::linear(input, weight, bias);
 }
 

@@ -8,6 +8,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/fp32_matmul.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -52,7 +53,7 @@ Tensor in_dtype(const Tensor& t, torch::ScalarType dtype) {
 /// A product's gradients for its parameters, in the parameters' dtype, or undefined for a
 /// parameter that takes none: grad^T input for the weight, the column sums of grad for the bias.
 Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype) {
-  return wanted ? in_dtype(at::mm(grad.t(), input), dtype) : Tensor();
+  return wanted ? in_dtype(gemm(grad.t(), input), dtype) : Tensor();
 }
 Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {
   return wanted ? in_dtype(grad.sum(0), dtype) : Tensor();
@@ -79,7 +80,7 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const Tensor a = cast(normed1);  // (N, C)
     const Tensor qkv_w = cast(qkv_weight), proj_w = cast(proj_weight);
     const Tensor fc_w = cast(fc_weight), out_w = cast(out_weight);
-    const Tensor qkv = at::addmm(cast(qkv_bias), a, qkv_w.t());  // (N, 3C)
+    const Tensor qkv = gemm_bias(cast(qkv_bias), a, qkv_w.t());  // (N, 3C)
     // One copy into head-major order; q, k and v are then contiguous views.
     const Tensor split = qkv.view({batch, time, 3, heads, head_dim})
                              .permute({2, 0, 3, 1, 4})
@@ -93,13 +94,13 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
                          .view({batch, heads, time, head_dim})
                          .permute({0, 2, 1, 3})
                          .reshape({rows, embed});                             // (N, C)
-    const Tensor h = at::add(x2, at::addmm(cast(proj_bias), y, proj_w.t()));  // (N, C), float32
+    const Tensor h = at::add(x2, gemm_bias(cast(proj_bias), y, proj_w.t()));  // (N, C), float32
     Tensor normed2, mean2, rstd2;
     std::tie(normed2, mean2, rstd2) = at::native_layer_norm(h, {embed}, ln2_weight, ln2_bias, eps);
     const Tensor b = cast(normed2);                                          // (N, C)
-    const Tensor pre = at::addmm(cast(fc_bias), b, fc_w.t());                // (N, 4C)
+    const Tensor pre = gemm_bias(cast(fc_bias), b, fc_w.t());                // (N, 4C)
     const Tensor f = at::gelu(pre);                                          // (N, 4C)
-    const Tensor out = at::add(h, at::addmm(cast(out_bias), f, out_w.t()));  // (N, C), float32
+    const Tensor out = at::add(h, gemm_bias(cast(out_bias), f, out_w.t()));  // (N, C), float32
 
     // Kept in saved_data rather than save_for_backward, so that backward lets go of each
     // activation once it is used, as autograd does between the composite block's nodes (saved
@@ -162,10 +163,10 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
       const Tensor g_c = cast(g);
       result[kOutWeight] = weight_grad(wanted(kOutWeight), g_c, take("f"), param);
       result[kOutBias] = bias_grad(wanted(kOutBias), g_c, param);
-      const Tensor d_pre = at::gelu_backward(at::mm(g_c, take("out_w")), take("pre"));  // (N, 4C)
+      const Tensor d_pre = at::gelu_backward(gemm(g_c, take("out_w")), take("pre"));  // (N, 4C)
       result[kFcWeight] = weight_grad(wanted(kFcWeight), d_pre, take("b"), param);
       result[kFcBias] = bias_grad(wanted(kFcBias), d_pre, param);
-      d_normed2 = in_dtype(at::mm(d_pre, take("fc_w")), g.scalar_type());
+      d_normed2 = in_dtype(gemm(d_pre, take("fc_w")), g.scalar_type());
     }
     Tensor dh, d_ln2_weight, d_ln2_bias;  // (N, C): through ln2, then the residual added
     std::tie(dh, d_ln2_weight, d_ln2_bias) = at::native_layer_norm_backward(
@@ -184,7 +185,7 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
       result[kProjBias] = bias_grad(wanted(kProjBias), dh_c, param);
       const Tensor split = take("split");  // (3, B*H, T, D)
       const int64_t batch_heads = split.size(1), time = split.size(2), head_dim = split.size(3);
-      const Tensor d_attended = at::mm(dh_c, take("proj_w"))
+      const Tensor d_attended = gemm(dh_c, take("proj_w"))
                                     .view({batch_heads / heads, time, heads, head_dim})
                                     .permute({0, 2, 1, 3})
                                     .reshape({batch_heads, time, head_dim});  // (B*H, T, D)
@@ -206,7 +207,7 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
                                .reshape({rows, 3 * embed});  // (N, 3C)
       result[kQkvWeight] = weight_grad(wanted(kQkvWeight), d_qkv, take("a"), param);
       result[kQkvBias] = bias_grad(wanted(kQkvBias), d_qkv, param);
-      d_normed1 = in_dtype(at::mm(d_qkv, take("qkv_w")), g.scalar_type());
+      d_normed1 = in_dtype(gemm(d_qkv, take("qkv_w")), g.scalar_type());
     }
     Tensor dx, d_ln1_weight, d_ln1_bias;
     std::tie(dx, d_ln1_weight, d_ln1_bias) = at::native_layer_norm_backward(

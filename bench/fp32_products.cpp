@@ -1,0 +1,101 @@
+// Times float32 products on LibTorch's BLAS (at::mm: MKL in the wheel) against oneDNN's float32
+// kernels (nn/fp32_matmul) at the shapes of bench/compare's models, the two alternating call by
+// call so that the machine's drift falls on both, at the process's OpenMP threads and at one (a
+// pass of two at once). Prints GFLOP/s (medians) and the largest difference between the two
+// results relative to the largest magnitude.
+//   cmake --build build --target bigbatch_bench_fp32_products
+//   build/bigbatch_bench_fp32_products [reps]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bigbatch/nn/fp32_matmul.h"
+
+namespace {
+
+using torch::Tensor;
+
+/// Seconds `run` takes.
+double time_s(const std::function<void()>& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+/// One product: a (n, k) times b (k, m), either operand stored transposed, as the models use them.
+struct Shape {
+  const char* what;
+  int64_t n, k, m;
+  bool a_transposed, b_transposed;
+};
+
+void time_shape(const Shape& shape, int reps) {
+  const Tensor a = shape.a_transposed ? torch::randn({shape.k, shape.n}).t()
+                                      : torch::randn({shape.n, shape.k});  // (n, k)
+  const Tensor b = shape.b_transposed ? torch::randn({shape.m, shape.k}).t()
+                                      : torch::randn({shape.k, shape.m});  // (k, m)
+  Tensor blas = torch::empty({shape.n, shape.m}), onednn = torch::empty({shape.n, shape.m});
+  const auto run_blas = [&] { at::mm_out(blas, a, b); };
+  const auto run_onednn = [&] { onednn = bigbatch::nn::onednn_mm(a, b); };
+  run_blas();
+  run_onednn();
+  std::vector<double> blas_s, onednn_s;
+  for (int i = 0; i < reps; ++i) {
+    blas_s.push_back(time_s(run_blas));
+    onednn_s.push_back(time_s(run_onednn));
+  }
+  const double flop = 2.0 * double(shape.n) * double(shape.k) * double(shape.m);
+  const double scale = blas.abs().max().item<double>();
+  const double difference = (blas - onednn).abs().max().item<double>() / scale;
+  std::printf("%-34s %5lld x %5lld x %5lld %-5s | %7.1f | %7.1f | %5.2fx | %.1e\n", shape.what,
+              static_cast<long long>(shape.n), static_cast<long long>(shape.k),
+              static_cast<long long>(shape.m),
+              shape.a_transposed ? "a^T" : (shape.b_transposed ? "b^T" : ""),
+              flop / median(blas_s) / 1e9, flop / median(onednn_s) / 1e9,
+              median(blas_s) / median(onednn_s), difference);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 30;
+  if (!bigbatch::nn::onednn_fp32_available()) {
+    std::fprintf(stderr, "oneDNN's float32 kernels are not available here\n");
+    return 1;
+  }
+  torch::manual_seed(0);
+  const torch::NoGradGuard no_grad;
+  // Llama 6 x 384 (MLP 1024) at 8 x 128 tokens; the default GPT (width 128) at 8 x 64 tokens.
+  const std::vector<Shape> shapes = {
+      {"square", 1024, 1024, 1024, false, false},
+      {"Llama q/o projection", 1024, 384, 384, false, true},
+      {"Llama gate/up projection", 1024, 384, 1024, false, true},
+      {"Llama down projection", 1024, 1024, 384, false, true},
+      {"Llama gate/up input gradient", 1024, 1024, 384, false, false},
+      {"Llama gate/up weight gradient", 1024, 1024, 384, true, false},
+      {"Llama down weight gradient", 384, 1024, 1024, true, false},
+      {"GPT qkv projection", 512, 128, 384, false, true},
+      {"GPT fc weight gradient", 512, 512, 128, true, false},
+  };
+  for (const int threads : {torch::get_num_threads(), 1}) {
+    torch::set_num_threads(threads);
+    std::printf(
+        "OpenMP %d | n x k x m | BLAS GFLOP/s | oneDNN GFLOP/s | BLAS time / oneDNN's | "
+        "difference\n",
+        threads);
+    for (const Shape& shape : shapes)
+      time_shape(shape, reps);
+  }
+  return 0;
+}

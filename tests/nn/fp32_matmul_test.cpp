@@ -180,6 +180,17 @@ TEST(Fp32Matmul, LinearComputesNoGradientForAFrozenWeightAndHasNoSecondDerivativ
   EXPECT_FALSE(frozen.grad().defined());
   expect_close(input.grad(), frozen.sum(0).expand({5, 8}), 3, "input gradient");
   expect_close(bias.grad(), torch::full({3}, 5.0), 5, "bias gradient");
+  // Nor does it keep the input for one: changing the input in place after forward is no error.
+  const torch::Tensor changed = input * 1.0;  // (N, in), not a leaf
+  const torch::Tensor y = nn::linear(changed, frozen, bias);
+  changed.add_(1.0);
+  EXPECT_NO_THROW(y.sum().backward());
+  // A weight that trains keeps it, and autograd refuses the changed input.
+  const torch::Tensor weight = frozen.clone().requires_grad_();
+  const torch::Tensor kept = input * 1.0;
+  const torch::Tensor z = nn::linear(kept, weight, bias);
+  kept.add_(1.0);
+  EXPECT_THROW(z.sum().backward(), c10::Error);
   // A 1-D input is one row.
   EXPECT_EQ(nn::linear(torch::randn({8}), frozen, bias).sizes(), (std::vector<int64_t>{3}));
 

@@ -39,15 +39,18 @@ Fp32Matmul automatic_choice() {
   return resolved;
 }
 
-/// Forward of onednn_linear's node: x W^T + b (bias may be undefined). Saves the input's rows
-/// and the weight.
+/// Forward of onednn_linear's node: x W^T + b (bias may be undefined). Saves the weight, and the
+/// input's rows only for the weight's gradient: a frozen weight (LoRA) keeps no activation, as
+/// with LibTorch's linear.
 /// input (..., in), weight (out, in), bias (out) or undefined -> (..., out)
 Tensor linear_forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
                       const Tensor& bias) {
-  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  // Reshaped above ADInplaceOrView, so that the saved rows share the input's version counter and
+  // autograd refuses a backward after the input was changed in place.
   const Tensor rows = input.reshape({-1, weight.size(1)});  // (N, in)
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
   const Tensor output = gemm_bias(bias, rows, weight.t());  // (N, out)
-  ctx->save_for_backward({rows, weight});
+  ctx->save_for_backward({weight.requires_grad() ? rows : Tensor(), weight});
   std::vector<int64_t> sizes = input.sizes().vec();
   sizes.back() = weight.size(0);
   return output.view(sizes);
@@ -62,8 +65,8 @@ variable_list linear_backward(AutogradContext* ctx, const variable_list& grads, 
            "LibTorch's linear");
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   const variable_list saved = ctx->get_saved_variables();
-  const Tensor& rows = saved[0];                                            // (N, in)
-  const Tensor& weight = saved[1];                                          // (out, in)
+  const Tensor& rows = saved[0];    // (N, in); undefined for a frozen weight
+  const Tensor& weight = saved[1];  // (out, in)
   const Tensor grad = grads[0].reshape({-1, weight.size(0)}).contiguous();  // (N, out)
   variable_list result(3);
   if (ctx->needs_input_grad(0)) {
@@ -196,8 +199,7 @@ void onednn_into(const Tensor& result, const Tensor& a, const Tensor& b, bool ac
 
 Tensor onednn_mm(const Tensor& a, const Tensor& b) {
   BB_CHECK_INPUT(onednn_fp32_available(),
-                 "nn::onednn_mm: oneDNN's float32 kernels are not "
-                 "available here (LibTorch ",
+                 "nn::onednn_mm: oneDNN's float32 kernels are not available here (LibTorch ",
                  TORCH_VERSION, ")");
   const auto fits = [](const Tensor& t) {
     return t.defined() && t.dim() == 2 && t.device().is_cpu() && t.scalar_type() == torch::kFloat;

@@ -260,10 +260,7 @@ Finding matmul_finding(torch::Dtype dtype, double seconds) {
 Finding onednn_matmul_finding(double seconds) {
   if (!nn::onednn_fp32_available()) {
     return {"matmul fp32 onednn", "not available",
-            cat("oneDNN's float32 kernels need LibTorch 2.x with oneDNN on x86-64 with avx512bw, "
-                "avx512vl and avx512dq (or avx_ne_convert); this LibTorch is ",
-                TORCH_VERSION),
-            false, ""};
+            "oneDNN's float32 kernels need " + nn::onednn_fp32_requirement(), false, ""};
   }
   const ThreadSettings threads = apply_threads(ThreadRequest().backend(MatmulBackend::kOneDnn));
   const MatmulSpeed speed = measure_matmul(torch::kFloat, seconds, nn::onednn_mm);

@@ -138,12 +138,7 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    "CPU with MKL, blas elsewhere",
                    ResumeChange::kFree),
       "model.fp32_matmul");
-  BB_CHECK_INPUT(t.job.fp32_matmul != nn::Fp32Matmul::kOneDnn || nn::onednn_fp32_available(),
-                 c.source(),
-                 ": model.fp32_matmul = \"onednn\" needs LibTorch 2.x with oneDNN on an x86-64 "
-                 "CPU with avx512bw, avx512vl and avx512dq (or avx_ne_convert), which this "
-                 "process lacks (bigbatch doctor: \"matmul fp32 onednn\"); use \"blas\" or "
-                 "\"auto\"");
+  nn::check_fp32_matmul_usable(t.job.fp32_matmul, c.source() + ": model.fp32_matmul");
   t.job.attention = nn::parse_attention_kernel(
       c.get_choice("model.attention", nn::to_string(t.job.attention),
                    {"auto", "fused", "composite"},

@@ -154,12 +154,21 @@ bool onednn_fp32_available() {
   return avx512 || flags.count("avx_ne_convert") > 0;
 }
 
-void set_fp32_matmul(Fp32Matmul mode, const std::string& field) {
+std::string onednn_fp32_requirement() {
+  return cat(
+      "LibTorch 2.x with oneDNN on an x86-64 CPU with avx512bw, avx512vl and avx512dq (or "
+      "avx_ne_convert); this process has LibTorch ",
+      TORCH_VERSION, ", oneDNN ", at::hasMKLDNN() ? "yes" : "no");
+}
+
+void check_fp32_matmul_usable(Fp32Matmul mode, const std::string& field) {
   BB_CHECK_INPUT(mode != Fp32Matmul::kOneDnn || onednn_fp32_available(), field,
-                 " = \"onednn\" needs LibTorch 2.x with oneDNN on an x86-64 CPU with avx512bw, "
-                 "avx512vl and avx512dq (or avx_ne_convert); this process has LibTorch ",
-                 TORCH_VERSION, ", oneDNN ", at::hasMKLDNN() ? "yes" : "no",
-                 "; use \"blas\" or \"auto\"");
+                 " = \"onednn\" needs ", onednn_fp32_requirement(),
+                 " (bigbatch doctor: \"matmul fp32 onednn\"); use \"blas\" or \"auto\"");
+}
+
+void set_fp32_matmul(Fp32Matmul mode, const std::string& field) {
+  check_fp32_matmul_usable(mode, field);
   process_choice.store(mode);
 }
 
@@ -198,9 +207,8 @@ void onednn_into(const Tensor& result, const Tensor& a, const Tensor& b, bool ac
 }
 
 Tensor onednn_mm(const Tensor& a, const Tensor& b) {
-  BB_CHECK_INPUT(onednn_fp32_available(),
-                 "nn::onednn_mm: oneDNN's float32 kernels are not available here (LibTorch ",
-                 TORCH_VERSION, ")");
+  BB_CHECK_INPUT(onednn_fp32_available(), "nn::onednn_mm: oneDNN's float32 kernels need ",
+                 onednn_fp32_requirement());
   const auto fits = [](const Tensor& t) {
     return t.defined() && t.dim() == 2 && t.device().is_cpu() && t.scalar_type() == torch::kFloat;
   };

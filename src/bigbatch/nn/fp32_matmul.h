@@ -44,6 +44,14 @@ Fp32MatmulFacts this_fp32_matmul_facts();
 /// avx_ne_convert (oneDNN's condition for these kernels in LibTorch).
 bool onednn_fp32_available();
 
+/// What oneDNN's float32 kernels need and what of it this process lacks (LibTorch's version,
+/// oneDNN); for the errors and doctor's note where onednn_fp32_available() is false.
+std::string onednn_fp32_requirement();
+
+/// Throws InputError, "`field` = \"onednn\" needs ...", where `mode` is kOneDnn and
+/// onednn_fp32_available() is false; nothing otherwise.
+void check_fp32_matmul_usable(Fp32Matmul mode, const std::string& field);
+
 /// Sets the process-wide choice (default kAuto). kOneDnn where onednn_fp32_available() is false
 /// throws InputError naming `field`. Safe from any thread; takes effect for the next product.
 void set_fp32_matmul(Fp32Matmul mode, const std::string& field = "nn::set_fp32_matmul");

@@ -53,15 +53,18 @@ struct GhostRun {
 
 /// Trains a tiny ResNet for `steps` steps of 32 as `micro_batch` passes, with ghost batch norm
 /// (per-window running statistics committed by the hooks) or PyTorch's per-call updates,
-/// `concurrent` micro-batches at once.
-GhostRun train(int64_t micro_batch, bool ghost, int64_t steps = 4, int64_t concurrent = 1) {
+/// `concurrent` micro-batches at once, its forward passes in `precision` (autocast).
+GhostRun train(int64_t micro_batch, bool ghost, int64_t steps = 4, int64_t concurrent = 1,
+               nn::Precision precision = nn::Precision::kFp32) {
   const data::ImageDataset images = random_images();
   torch::manual_seed(5);
   models::ResNet model(models::ResNetOptions().depth(8).width(4).classes(3));
   engine::BatchNormWindowHooks hooks(*model);
   if (ghost)
     nn::set_running_stats_mode(*model, nn::RunningStatsMode::kPerWindow);
-  engine::CrossEntropyObjective objective(engine::forward_of(model), engine::LossUnit::kSample);
+  engine::AutocastObjective objective(std::make_unique<engine::CrossEntropyObjective>(
+                                          engine::forward_of(model), engine::LossUnit::kSample),
+                                      precision);
   const engine::Plan plan = engine::resolve_plan(
       engine::BatchOptions().global_batch(32).micro_batch(micro_batch).base_lr(1e-2));
   auto optimizer = engine::make_optimizer(*model, engine::OptimizerOptions().lr(plan.lr));
@@ -107,21 +110,25 @@ TEST(GhostBatchNorm, RunningStatisticsMoveOncePerOptimizerStep) {
 
 TEST(ConcurrentBatchNorm, TwoOrThreePassesAtOnceEndBitwiseAsOneAtATime) {
   // One OpenMP thread both ways, as each concurrent pass has, so every kernel computes the same
-  // bits; the passes' running-statistics writes are made in micro-batch order after them.
+  // bits; the passes' running-statistics writes are made in micro-batch order after them. In
+  // bf16 the BatchNorms run the fused kernel's bfloat16 path, which defers its writes too.
   struct OneThread {
     const int threads = torch::get_num_threads();
     OneThread() { torch::set_num_threads(1); }
     ~OneThread() { torch::set_num_threads(threads); }  // also after a failed ASSERT
   } one_thread;
-  for (const bool ghost : {false, true}) {
-    const GhostRun one = train(8, ghost, 3);
-    for (const int64_t concurrent : {2, 3}) {
-      const GhostRun many = train(8, ghost, 3, concurrent);
-      EXPECT_EQ(many.batches_tracked, one.batches_tracked);
-      ASSERT_EQ(many.state.size(), one.state.size());
-      for (size_t i = 0; i < one.state.size(); ++i) {
-        EXPECT_TRUE(torch::equal(many.state[i], one.state[i]))
-            << "ghost " << ghost << ", " << concurrent << " at once, tensor " << i;
+  for (const nn::Precision precision : {nn::Precision::kFp32, nn::Precision::kBf16}) {
+    for (const bool ghost : {false, true}) {
+      const GhostRun one = train(8, ghost, 3, 1, precision);
+      for (const int64_t concurrent : {2, 3}) {
+        const GhostRun many = train(8, ghost, 3, concurrent, precision);
+        EXPECT_EQ(many.batches_tracked, one.batches_tracked);
+        ASSERT_EQ(many.state.size(), one.state.size());
+        for (size_t i = 0; i < one.state.size(); ++i) {
+          EXPECT_TRUE(torch::equal(many.state[i], one.state[i]))
+              << nn::to_string(precision) << ", ghost " << ghost << ", " << concurrent
+              << " at once, tensor " << i;
+        }
       }
     }
   }

@@ -137,18 +137,21 @@ TEST(BuiltinWorkload, BuildsTheSpecsModel) {
   // spans 36 positions.
   EXPECT_EQ(group.concurrency_need, "");
   EXPECT_EQ(group.positions_per_sample, 36);
-  // BatchNorm allows them where its fused kernel writes the statistics (CPU float32, no
+  // BatchNorm allows them where its fused kernel writes the statistics (CPU float32 or bf16
   // autocast) or they are per window (ghost); elsewhere ATen's kernel writes them mid-forward.
   const job::BuiltinModelOptions resnet = config_with({"model.kind=resnet"}).model;
   EXPECT_EQ(job::build_builtin_workload(resnet, image_data(4), job::PassSite()).concurrency_need,
             "");
-  const job::Workload bf16 = job::build_builtin_workload(
-      resnet, image_data(4), job::PassSite{nn::Precision::kBf16, c10::kCPU});
-  EXPECT_NE(bf16.concurrency_need.find("BatchNorm on its fused kernel"), std::string::npos);
-  EXPECT_NE(bf16.concurrency_need.find("this ResNet runs bf16 on cpu"), std::string::npos)
-      << bf16.concurrency_need;
-  EXPECT_NE(job::concurrency_need(resnet, job::PassSite{nn::Precision::kFp32, c10::kCUDA})
-                .find("fp32 on cuda"),
+  EXPECT_EQ(job::build_builtin_workload(resnet, image_data(4),
+                                        job::PassSite{nn::Precision::kBf16, c10::kCPU})
+                .concurrency_need,
+            "");
+  const std::string float64 = job::concurrency_need(
+      config_with({"model.kind=resnet", "model.dtype=float64"}).model, job::PassSite());
+  EXPECT_NE(float64.find("BatchNorm on its fused kernel"), std::string::npos) << float64;
+  EXPECT_NE(float64.find("this ResNet runs fp32 in float64 on cpu"), std::string::npos) << float64;
+  EXPECT_NE(job::concurrency_need(resnet, job::PassSite{nn::Precision::kBf16, c10::kCUDA})
+                .find("bf16 on cuda"),
             std::string::npos);
   EXPECT_EQ(
       job::concurrency_need(config_with({"model.kind=resnet", "model.norm_policy=ghost"}).model,

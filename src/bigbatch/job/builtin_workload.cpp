@@ -218,10 +218,11 @@ std::string concurrency_need(const BuiltinModelOptions& options, const PassSite&
                           options.resnet.norm() == nn::NormKind::kBatch &&
                           options.norm_policy == engine::NormPolicy::kKeep;
   const bool fused_batch_norm =
-      !options.float64 && site.precision == nn::Precision::kFp32 && site.device == c10::kCPU;
+      !options.float64 && site.device == c10::kCPU &&
+      (site.precision == nn::Precision::kFp32 || site.precision == nn::Precision::kBf16);
   if (batch_norm && !fused_batch_norm) {
     return cat(
-        "BatchNorm on its fused kernel (float32 on the CPU, no autocast), whose running "
+        "BatchNorm on its fused kernel (float32 or bf16 on the CPU), whose running "
         "statistics several passes write in micro-batch order; this ResNet runs ",
         nn::to_string(site.precision), options.float64 ? " in float64" : "", " on ",
         c10::DeviceTypeName(site.device, /*lower_case=*/true),

@@ -1,6 +1,7 @@
 #include "bigbatch/nn/batch_norm_kernels.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "bigbatch/nn/row_parts_omp.h"
@@ -52,8 +53,8 @@ inline void merge_moments(int64_t count_a, double* mean_a, double* m2_a, int64_t
 }
 
 /// moments_of_rows with kChannels channels (0: `runtime_channels`).
-template <int64_t kChannels>
-BB_INLINE void moments_of_rows_fixed(const float* x, int64_t begin, int64_t end,
+template <int64_t kChannels, typename T>
+BB_INLINE void moments_of_rows_fixed(const T* x, int64_t begin, int64_t end,
                                      int64_t runtime_channels, PartMoments& part) {
   const int64_t channels = kChannels > 0 ? kChannels : runtime_channels;
   alignas(64) float fixed[3 * (kChannels > 0 ? kChannels : 1)];
@@ -68,18 +69,18 @@ BB_INLINE void moments_of_rows_fixed(const float* x, int64_t begin, int64_t end,
     for (int64_t c = 0; c < 3 * channels; ++c)
       sum[c] = 0.0f;
     for (int64_t r = first; r < last; ++r) {
-      const float* __restrict row = x + r * channels;
+      const T* __restrict row = x + r * channels;
       for (int64_t c = 0; c < channels; ++c)
-        sum[c] += row[c];
+        sum[c] += widen(row[c]);
     }
     const float inverse_n = 1.0f / float(n);
     for (int64_t c = 0; c < channels; ++c)
       sum[c] *= inverse_n;  // now the chunk's mean, as rounded
     // The corrected two-pass algorithm: the deviations' own sum repairs the mean's rounding.
     for (int64_t r = first; r < last; ++r) {
-      const float* __restrict row = x + r * channels;
+      const T* __restrict row = x + r * channels;
       for (int64_t c = 0; c < channels; ++c) {
-        const float deviation = row[c] - sum[c];
+        const float deviation = widen(row[c]) - sum[c];
         residual[c] += deviation;
         m2[c] += deviation * deviation;
       }
@@ -96,35 +97,41 @@ BB_INLINE void moments_of_rows_fixed(const float* x, int64_t begin, int64_t end,
 
 BB_VECTOR_CLONES
 void moments_of_rows(const float* x, int64_t begin, int64_t end, int64_t channels,
-                     PartMoments& part) {
+                     PartMoments& part){
+    BB_WITH_CHANNELS(channels, moments_of_rows_fixed, x, begin, end, channels, part)}
+
+BB_VECTOR_CLONES void moments_of_rows(const c10::BFloat16* x, int64_t begin, int64_t end,
+                                      int64_t channels, PartMoments& part) {
   BB_WITH_CHANNELS(channels, moments_of_rows_fixed, x, begin, end, channels, part)
 }
 
-template <int64_t kChannels>
-BB_INLINE void normalize_rows_fixed(const NormalizeRows& a, int64_t begin, int64_t end) {
+template <int64_t kChannels, typename T>
+BB_INLINE void normalize_rows_fixed(const NormalizeRows<T>& a, int64_t begin, int64_t end) {
   const int64_t channels = kChannels > 0 ? kChannels : a.shape.channels;
   const float* __restrict scale = a.scale;
   const float* __restrict shift = a.shift;
+  // The ReLU as max(y, floor): -inf passes every value through.
+  const float floor = a.relu ? 0.0f : -std::numeric_limits<float>::infinity();
   for (int64_t r = begin; r < end; ++r) {
-    const float* __restrict x = a.input + r * channels;
-    float* __restrict y = a.output + r * channels;
+    const T* __restrict x = a.input + r * channels;
+    T* __restrict y = a.output + r * channels;
     if (a.residual != nullptr) {
-      const float* __restrict s = a.residual + r * channels;
+      const T* __restrict s = a.residual + r * channels;
       for (int64_t c = 0; c < channels; ++c)
-        y[c] = x[c] * scale[c] + shift[c] + s[c];
+        store(y + c, std::max(widen(x[c]) * scale[c] + shift[c] + widen(s[c]), floor));
     } else {
       for (int64_t c = 0; c < channels; ++c)
-        y[c] = x[c] * scale[c] + shift[c];
-    }
-    if (a.relu) {
-      for (int64_t c = 0; c < channels; ++c)
-        y[c] = std::max(y[c], 0.0f);
+        store(y + c, std::max(widen(x[c]) * scale[c] + shift[c], floor));
     }
   }
 }
 
 BB_VECTOR_CLONES
-void normalize_rows_range(const NormalizeRows& a, int64_t begin, int64_t end) {
+void normalize_rows_range(const NormalizeRows<float>& a, int64_t begin, int64_t end){
+    BB_WITH_CHANNELS(a.shape.channels, normalize_rows_fixed, a, begin, end)}
+
+BB_VECTOR_CLONES
+    void normalize_rows_range(const NormalizeRows<c10::BFloat16>& a, int64_t begin, int64_t end) {
   BB_WITH_CHANNELS(a.shape.channels, normalize_rows_fixed, a, begin, end)
 }
 
@@ -136,8 +143,8 @@ struct PartSums {
   explicit PartSums(int64_t channels) : g(channels), gx(channels), chunk(2 * channels) {}
 };
 
-template <int64_t kChannels>
-BB_INLINE void backward_sums_fixed(const BackwardRows& a, int64_t begin, int64_t end, float* g_out,
+template <int64_t kChannels, typename T>
+BB_INLINE void backward_sums_fixed(const BackwardRows<T>& a, int64_t begin, int64_t end, T* g_out,
                                    PartSums& part) {
   const int64_t channels = kChannels > 0 ? kChannels : a.shape.channels;
   alignas(64) float fixed[2 * (kChannels > 0 ? kChannels : 1)];
@@ -150,16 +157,16 @@ BB_INLINE void backward_sums_fixed(const BackwardRows& a, int64_t begin, int64_t
     for (int64_t c = 0; c < 2 * channels; ++c)
       sum_g[c] = 0.0f;
     for (int64_t r = first; r < last; ++r) {
-      const float* __restrict dy = a.grad_output + r * channels;
-      const float* __restrict x = a.input + r * channels;
-      const float* __restrict y = relu ? a.output + r * channels : dy;
-      float* __restrict g_row = g_out != nullptr ? g_out + r * channels : nullptr;
+      const T* __restrict dy = a.grad_output + r * channels;
+      const T* __restrict x = a.input + r * channels;
+      const T* __restrict y = relu ? a.output + r * channels : dy;
+      T* __restrict g_row = g_out != nullptr ? g_out + r * channels : nullptr;
       for (int64_t c = 0; c < channels; ++c) {
-        const float g = !relu || y[c] > 0.0f ? dy[c] : 0.0f;
+        const float g = !relu || widen(y[c]) > 0.0f ? widen(dy[c]) : 0.0f;
         if (g_row != nullptr)
-          g_row[c] = g;
+          store(g_row + c, g);
         sum_g[c] += g;
-        sum_gx[c] += g * (x[c] - mean[c]);
+        sum_gx[c] += g * (widen(x[c]) - mean[c]);
       }
     }
     for (int64_t c = 0; c < channels; ++c) {
@@ -170,47 +177,59 @@ BB_INLINE void backward_sums_fixed(const BackwardRows& a, int64_t begin, int64_t
 }
 
 BB_VECTOR_CLONES
-void backward_sums_of_rows(const BackwardRows& a, int64_t begin, int64_t end, float* g_out,
-                           PartSums& part) {
+void backward_sums_of_rows(const BackwardRows<float>& a, int64_t begin, int64_t end, float* g_out,
+                           PartSums& part){
+    BB_WITH_CHANNELS(a.shape.channels, backward_sums_fixed, a, begin, end, g_out, part)}
+
+BB_VECTOR_CLONES void backward_sums_of_rows(const BackwardRows<c10::BFloat16>& a, int64_t begin,
+                                            int64_t end, c10::BFloat16* g_out, PartSums& part) {
   BB_WITH_CHANNELS(a.shape.channels, backward_sums_fixed, a, begin, end, g_out, part)
 }
 
-template <int64_t kChannels>
-BB_INLINE void input_gradient_fixed(const BackwardRows& a, const InputGradient& d, int64_t begin,
-                                    int64_t end) {
+template <int64_t kChannels, typename T>
+BB_INLINE void input_gradient_fixed(const BackwardRows<T>& a, const InputGradient<T>& d,
+                                    int64_t begin, int64_t end) {
   const int64_t channels = kChannels > 0 ? kChannels : a.shape.channels;
   const float* __restrict p = d.p;
   const float* __restrict q = d.q;
   const float* __restrict shift = d.r;
   for (int64_t r = begin; r < end; ++r) {
-    const float* __restrict x = a.input + r * channels;
-    float* __restrict dx = d.grad_input + r * channels;
+    const T* __restrict x = a.input + r * channels;
+    T* __restrict dx = d.grad_input + r * channels;
     if (d.g != nullptr) {
-      const float* __restrict g = d.g + r * channels;
+      const T* __restrict g = d.g + r * channels;
       for (int64_t c = 0; c < channels; ++c)
-        dx[c] = p[c] * g[c] - q[c] * x[c] + shift[c];
+        store(dx + c, p[c] * widen(g[c]) - q[c] * widen(x[c]) + shift[c]);
     } else if (a.output != nullptr) {
-      const float* __restrict dy = a.grad_output + r * channels;
-      const float* __restrict y = a.output + r * channels;
-      for (int64_t c = 0; c < channels; ++c)
-        dx[c] = p[c] * (y[c] > 0.0f ? dy[c] : 0.0f) - q[c] * x[c] + shift[c];
+      const T* __restrict dy = a.grad_output + r * channels;
+      const T* __restrict y = a.output + r * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float g = widen(y[c]) > 0.0f ? widen(dy[c]) : 0.0f;
+        store(dx + c, p[c] * g - q[c] * widen(x[c]) + shift[c]);
+      }
     } else {
-      const float* __restrict dy = a.grad_output + r * channels;
+      const T* __restrict dy = a.grad_output + r * channels;
       for (int64_t c = 0; c < channels; ++c)
-        dx[c] = p[c] * dy[c] - q[c] * x[c] + shift[c];
+        store(dx + c, p[c] * widen(dy[c]) - q[c] * widen(x[c]) + shift[c]);
     }
   }
 }
 
 BB_VECTOR_CLONES
-void input_gradient_range(const BackwardRows& a, const InputGradient& d, int64_t begin,
-                          int64_t end) {
+void input_gradient_range(const BackwardRows<float>& a, const InputGradient<float>& d,
+                          int64_t begin, int64_t end){
+    BB_WITH_CHANNELS(a.shape.channels, input_gradient_fixed, a, d, begin, end)}
+
+BB_VECTOR_CLONES
+    void input_gradient_range(const BackwardRows<c10::BFloat16>& a,
+                              const InputGradient<c10::BFloat16>& d, int64_t begin, int64_t end) {
   BB_WITH_CHANNELS(a.shape.channels, input_gradient_fixed, a, d, begin, end)
 }
 
 }  // namespace
 
-void channel_moments(const float* x, RowShape shape, double* mean, double* m2) {
+template <typename T>
+void channel_moments(const T* x, RowShape shape, double* mean, double* m2) {
   const int64_t channels = shape.channels;
   std::vector<PartMoments> parts(size_t(std::max(1, at::get_num_threads())), PartMoments(channels));
   const int64_t used = on_row_parts(shape, [&](int64_t part, int64_t begin, int64_t end) {
@@ -226,13 +245,15 @@ void channel_moments(const float* x, RowShape shape, double* mean, double* m2) {
   }
 }
 
-void normalize_rows(const NormalizeRows& args) {
+template <typename T>
+void normalize_rows(const NormalizeRows<T>& args) {
   on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
     normalize_rows_range(args, begin, end);
   });
 }
 
-void backward_sums(const BackwardRows& args, double* sum_g, double* sum_gx, float* g_out) {
+template <typename T>
+void backward_sums(const BackwardRows<T>& args, double* sum_g, double* sum_gx, T* g_out) {
   const int64_t channels = args.shape.channels;
   std::vector<PartSums> parts(size_t(std::max(1, at::get_num_threads())), PartSums(channels));
   const int64_t used = on_row_parts(args.shape, [&](int64_t part, int64_t begin, int64_t end) {
@@ -248,10 +269,20 @@ void backward_sums(const BackwardRows& args, double* sum_g, double* sum_gx, floa
   }
 }
 
-void input_gradient(const BackwardRows& args, const InputGradient& gradient) {
+template <typename T>
+void input_gradient(const BackwardRows<T>& args, const InputGradient<T>& gradient) {
   on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
     input_gradient_range(args, gradient, begin, end);
   });
 }
+
+#define BB_BATCH_NORM_KERNELS(T)                                                \
+  template void channel_moments<T>(const T*, RowShape, double*, double*);       \
+  template void normalize_rows<T>(const NormalizeRows<T>&);                     \
+  template void backward_sums<T>(const BackwardRows<T>&, double*, double*, T*); \
+  template void input_gradient<T>(const BackwardRows<T>&, const InputGradient<T>&);
+BB_BATCH_NORM_KERNELS(float)
+BB_BATCH_NORM_KERNELS(c10::BFloat16)
+#undef BB_BATCH_NORM_KERNELS
 
 }  // namespace bigbatch::nn::kernels

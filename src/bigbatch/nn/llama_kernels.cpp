@@ -37,29 +37,6 @@ BB_INLINE float exp_polynomial(float x) {
   return number ? y * scale : x;
 }
 
-/// A value as float: itself, or a bfloat16's bits widened (exact).
-BB_INLINE float widen(float x) {
-  return x;
-}
-BB_INLINE float widen(c10::BFloat16 x) {
-  const uint32_t bits = uint32_t(x.x) << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
-/// `x` stored as float, or rounded to the nearest even bfloat16 (NaN to the quiet NaN 0x7FC0), as
-/// c10::BFloat16's conversion rounds, in a form the compiler vectorises.
-BB_INLINE void store(float* out, float x) {
-  *out = x;
-}
-BB_INLINE void store(c10::BFloat16* out, float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  out->x = x == x ? uint16_t(rounded) : uint16_t(0x7FC0);
-}
-
 BB_VECTOR_CLONES
 void rms_norm_range(const RmsNormRows& a, int64_t begin, int64_t end) {
   const int64_t channels = a.shape.channels;

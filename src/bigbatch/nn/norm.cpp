@@ -111,9 +111,9 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& input) {
   BB_CHECK_INPUT(!per_call || !in_concurrent_forward(),
                  "BatchNorm in training mode writes its running statistics in every forward, and "
                  "with several micro-batches at once it can put those writes in micro-batch order "
-                 "only on its fused kernel (CPU float32 input, (B, C) or channels-last (B, C, H, "
-                 "W)) or with per-window statistics (model.norm_policy = \"ghost\"); this input "
-                 "is ",
+                 "only on its fused kernel (CPU float32 or bfloat16 input, (B, C) or channels-last "
+                 "(B, C, H, W)) or with per-window statistics (model.norm_policy = \"ghost\"); "
+                 "this input is ",
                  input.scalar_type(), " on ", input.device(), " of shape ", input.sizes(),
                  ". Run one micro-batch at a time (TrainerOptions.concurrent_micro_batches = 1)");
   if (record && options_.running_stats() == RunningStatsMode::kPerWindow)

@@ -61,8 +61,9 @@ struct BatchNormOptions {
   /// When running statistics are updated (see RunningStatsMode).
   TORCH_ARG(RunningStatsMode, running_stats) = RunningStatsMode::kPerCall;
   /// Whether a training forward_with() runs nn::fused_batch_norm_train where it supports the
-  /// tensors (CPU float32 rows: (B, C), or channels-last (B, C, H, W)). false: forward(), then
-  /// the residual add and the ReLU as separate operations (with a second derivative).
+  /// tensors (CPU float32 or bfloat16 rows: (B, C), or channels-last (B, C, H, W)). false:
+  /// forward(), then the residual add and the ReLU as separate operations (with a second
+  /// derivative).
   TORCH_ARG(bool, fused) = true;
 };
 

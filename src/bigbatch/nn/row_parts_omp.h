@@ -1,13 +1,16 @@
 // What the CPU row kernels (batch_norm_kernels.cpp, llama_kernels.cpp) share: the per-ISA clone
-// attributes and the split of a (M, C) matrix's rows over LibTorch's OpenMP threads. Include it
+// attributes, float32 and bfloat16 values read and written as float, and the split of a (M, C)
+// matrix's rows over LibTorch's OpenMP threads. Include it
 // only from .cpp files that CMakeLists.txt builds with -fopenmp: ATen's at::parallel_for is a
 // header template whose pragma does nothing in code built without it, and so would this.
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #ifdef _OPENMP
@@ -34,6 +37,29 @@ namespace bigbatch::nn::kernels {
 /// Rows a chunked reduction sums in float before the partial result joins a wider accumulator:
 /// 64 rows of 64 channels are 16 KiB, still in L1 for a second pass over them.
 constexpr int64_t kChunkRows = 64;
+
+/// A value as float: itself, or a bfloat16's bits widened (exact).
+BB_INLINE float widen(float x) {
+  return x;
+}
+BB_INLINE float widen(c10::BFloat16 x) {
+  const uint32_t bits = uint32_t(x.x) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+/// `x` stored as float, or rounded to the nearest even bfloat16 (NaN to the quiet NaN 0x7FC0), as
+/// c10::BFloat16's conversion rounds, in a form the compiler vectorises.
+BB_INLINE void store(float* out, float x) {
+  *out = x;
+}
+BB_INLINE void store(c10::BFloat16* out, float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  out->x = x == x ? uint16_t(rounded) : uint16_t(0x7FC0);
+}
 
 /// Values below which a pass runs on the calling thread alone instead of paying for a fork and
 /// join of the OpenMP threads.

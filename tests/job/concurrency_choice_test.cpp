@@ -6,6 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
+#include "bigbatch/core/system_info.h"
+
 namespace bigbatch {
 namespace {
 
@@ -42,6 +47,33 @@ TEST(ConcurrencyChoice, TwoPassesOnTwoOrMoreCoresWhenNothingStandsInTheWay) {
   EXPECT_EQ(job::choose_concurrent_micro_batches(options, medium, plan_of(64, 2), 2).passes, 2);
 }
 
+TEST(ConcurrencyChoice, NativeBf16RunsTwoPassesUpToTwiceTheSize) {
+  using nn::Precision;
+  const std::set<std::string> avx512_bf16 = {"avx2", "avx512f", "avx512_bf16"};
+  const std::set<std::string> amx = {"avx2", "avx512f", "amx_bf16"};
+  const std::set<std::string> avx2 = {"avx2", "fma"};
+  EXPECT_EQ(job::most_flops_for_concurrent_passes(Precision::kFp32, avx512_bf16), 20e9);
+  EXPECT_EQ(job::most_flops_for_concurrent_passes(Precision::kBf16, avx512_bf16), 40e9);
+  EXPECT_EQ(job::most_flops_for_concurrent_passes(Precision::kBf16, amx), 40e9);
+  EXPECT_EQ(job::most_flops_for_concurrent_passes(Precision::kBf16, avx2), 20e9);
+  // 6 x 1,001,000 parameters x 4 x 1,024 tokens = 24.6 GFLOP: one at a time in fp32; in bf16 two
+  // at once where this CPU has native bf16.
+  job::Workload w;
+  w.module = torch::nn::Linear(1000, 1000).ptr();
+  w.attention_keys = 1024;
+  job::TrainingJobOptions options;
+  EXPECT_EQ(job::choose_concurrent_micro_batches(options, w, plan_of(64, 4), 2).passes, 1);
+  options.precision = Precision::kBf16;
+  const job::ConcurrencyChoice bf16 =
+      job::choose_concurrent_micro_batches(options, w, plan_of(64, 4), 2);
+  const bool native = job::most_flops_for_concurrent_passes(Precision::kBf16, this_cpu_flags()) >
+                      job::kMostFlopsForConcurrentPasses;
+  EXPECT_EQ(bf16.passes, native ? 2 : 1) << bf16.why;
+  if (!native) {
+    EXPECT_NE(bf16.why.find("over the 20 of two at once in bf16"), std::string::npos) << bf16.why;
+  }
+}
+
 TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
   const job::Workload free_model = small_workload();
   const engine::Plan eight_by_eight = plan_of(64, 8);
@@ -67,8 +99,8 @@ TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
   large.attention_keys = 1024;
   EXPECT_DOUBLE_EQ(job::pass_flops(large, 8), 6.0 * 1001000 * 8 * 1024);
   EXPECT_EQ(choice(options, large, eight_by_eight, 2),
-            "auto: one at a time: a pass is large (about 49 GFLOP), a second one at once would "
-            "add its activations for little");
+            "auto: one at a time: a pass is large (about 49 GFLOP, over the 20 of two at once in "
+            "fp32), a second one at once would add its activations for little");
   EXPECT_DOUBLE_EQ(job::pass_flops(free_model, 8), 6.0 * 20 * 8);  // no attention: 8 rows
   job::Workload images = small_workload();
   images.positions_per_sample = 28 * 28;  // pixels count as rows, before attention_keys

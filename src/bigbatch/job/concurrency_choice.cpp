@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/system_info.h"
 #include "bigbatch/models/model_info.h"
+#include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::job {
 
@@ -22,6 +24,14 @@ double pass_flops(const Workload& w, int64_t micro_batch) {
   return 6.0 * static_cast<double>(parameters) * static_cast<double>(rows);
 }
 
+double most_flops_for_concurrent_passes(nn::Precision precision,
+                                        const std::set<std::string>& cpu_flags) {
+  const bool native_bf16 =
+      nn::resolve_bf16_matmul(nn::Bf16Matmul::kAuto, cpu_flags) == nn::Bf16Matmul::kNative;
+  return precision == nn::Precision::kBf16 && native_bf16 ? 2.0 * kMostFlopsForConcurrentPasses
+                                                          : kMostFlopsForConcurrentPasses;
+}
+
 ConcurrencyChoice choose_concurrent_micro_batches(const TrainingJobOptions& options,
                                                   const Workload& w, const engine::Plan& plan,
                                                   int64_t cores) {
@@ -34,9 +44,12 @@ ConcurrencyChoice choose_concurrent_micro_batches(const TrainingJobOptions& opti
   if (plan.accum_steps < 2)
     return one("one micro-batch per window");
   const double flops = pass_flops(w, plan.micro_batch);
-  if (flops > kMostFlopsForConcurrentPasses) {
+  const double most_flops = most_flops_for_concurrent_passes(options.precision, this_cpu_flags());
+  if (flops > most_flops) {
     return one(cat("one at a time: a pass is large (about ", std::lround(flops / 1e9),
-                   " GFLOP), a second one at once would add its activations for little"));
+                   " GFLOP, over the ", std::lround(most_flops / 1e9), " of two at once in ",
+                   nn::to_string(options.precision),
+                   "), a second one at once would add its activations for little"));
   }
   if (options.memory_budget > 0)
     return one("one at a time under memory.budget: one pass's activations, not two");

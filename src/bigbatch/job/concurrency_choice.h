@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "bigbatch/engine/plan.h"
 #include "bigbatch/job/training_job.h"
 #include "bigbatch/job/workload.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::job {
 
@@ -22,6 +24,14 @@ std::string dropout_concurrency_need(const std::string& key, double probability)
 /// (docs/TRAINING.md).
 constexpr double kMostFlopsForConcurrentPasses = 20e9;
 
+/// The largest estimated pass auto runs two of at once in `precision` on a CPU with `cpu_flags`
+/// (/proc/cpuinfo's): kMostFlopsForConcurrentPasses, twice that in bf16 on a CPU with native bf16
+/// (avx512_bf16 or amx_bf16), whose kernels do a pass of the same FLOPs in about half the time.
+/// There the ResNet's 23 GFLOP pass (4 x 64) gained 1.35x from two at once, against nothing in
+/// fp32; the Llama's 60 GFLOP bf16 pass 0-10% (docs/TRAINING.md).
+double most_flops_for_concurrent_passes(nn::Precision precision,
+                                        const std::set<std::string>& cpu_flags);
+
 /// A forward + backward pass's FLOPs as 6 x parameters x rows, rows = micro_batch x positions:
 /// Workload::positions_per_sample (pixels), else Workload::attention_keys (tokens), else 1. An
 /// upper bound for a convolutional net, whose later layers see fewer positions.
@@ -35,7 +45,7 @@ struct ConcurrencyChoice {
 
 /// auto's rule: 2 passes at once on the CPU when the workload allows it (Workload::
 /// concurrency_need empty), a rank's window holds 2 or more micro-batches, a pass is small
-/// (pass_flops <= kMostFlopsForConcurrentPasses), no memory budget is set
+/// (pass_flops <= most_flops_for_concurrent_passes of this CPU), no memory budget is set
 /// (a budget puts memory first: one pass's activations at a time), the threads are automatic, and
 /// the process has `cores` >= 2 (its share of the machine: available_cores() / ranks on it); 1
 /// otherwise. On 2 cores two

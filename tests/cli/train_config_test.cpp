@@ -63,9 +63,12 @@ TEST(TrainConfig, ConcurrentMicroBatchesNeedAModelWithoutBatchNormOrDropout) {
       << zero;
   EXPECT_EQ(read({"train.concurrent_micro_batches=2", "model.kind=resnet"})
                 .job.trainer.concurrent_micro_batches(),
-            2);  // its BatchNorms' fused kernel defers their writes
+            2);  // its BatchNorms' fused kernel defers their writes, in fp32 and bf16
+  EXPECT_EQ(read({"train.concurrent_micro_batches=2", "model.kind=resnet", "model.precision=bf16"})
+                .job.trainer.concurrent_micro_batches(),
+            2);
   const std::string batch_norm =
-      error_of({"train.concurrent_micro_batches=2", "model.kind=resnet", "model.precision=bf16"});
+      error_of({"train.concurrent_micro_batches=2", "model.kind=resnet", "model.dtype=float64"});
   EXPECT_NE(batch_norm.find("needs BatchNorm on its fused kernel"), std::string::npos)
       << batch_norm;
   EXPECT_NE(batch_norm.find("model.norm_policy = \"ghost\""), std::string::npos) << batch_norm;

@@ -97,12 +97,14 @@ BB_INLINE void moments_of_rows_fixed(const T* x, int64_t begin, int64_t end,
 
 BB_VECTOR_CLONES
 void moments_of_rows(const float* x, int64_t begin, int64_t end, int64_t channels,
-                     PartMoments& part){
-    BB_WITH_CHANNELS(channels, moments_of_rows_fixed, x, begin, end, channels, part)}
+                     PartMoments& part) {
+  BB_WITH_CHANNELS(channels, moments_of_rows_fixed, x, begin, end, channels, part);
+}
 
-BB_VECTOR_CLONES void moments_of_rows(const c10::BFloat16* x, int64_t begin, int64_t end,
-                                      int64_t channels, PartMoments& part) {
-  BB_WITH_CHANNELS(channels, moments_of_rows_fixed, x, begin, end, channels, part)
+BB_VECTOR_CLONES
+void moments_of_rows(const c10::BFloat16* x, int64_t begin, int64_t end, int64_t channels,
+                     PartMoments& part) {
+  BB_WITH_CHANNELS(channels, moments_of_rows_fixed, x, begin, end, channels, part);
 }
 
 template <int64_t kChannels, typename T>
@@ -127,12 +129,13 @@ BB_INLINE void normalize_rows_fixed(const NormalizeRows<T>& a, int64_t begin, in
 }
 
 BB_VECTOR_CLONES
-void normalize_rows_range(const NormalizeRows<float>& a, int64_t begin, int64_t end){
-    BB_WITH_CHANNELS(a.shape.channels, normalize_rows_fixed, a, begin, end)}
+void normalize_rows_range(const NormalizeRows<float>& a, int64_t begin, int64_t end) {
+  BB_WITH_CHANNELS(a.shape.channels, normalize_rows_fixed, a, begin, end);
+}
 
 BB_VECTOR_CLONES
-    void normalize_rows_range(const NormalizeRows<c10::BFloat16>& a, int64_t begin, int64_t end) {
-  BB_WITH_CHANNELS(a.shape.channels, normalize_rows_fixed, a, begin, end)
+void normalize_rows_range(const NormalizeRows<c10::BFloat16>& a, int64_t begin, int64_t end) {
+  BB_WITH_CHANNELS(a.shape.channels, normalize_rows_fixed, a, begin, end);
 }
 
 /// Per-channel sums of g and g * (x - mean) over part of the rows, in double.
@@ -178,12 +181,14 @@ BB_INLINE void backward_sums_fixed(const BackwardRows<T>& a, int64_t begin, int6
 
 BB_VECTOR_CLONES
 void backward_sums_of_rows(const BackwardRows<float>& a, int64_t begin, int64_t end, float* g_out,
-                           PartSums& part){
-    BB_WITH_CHANNELS(a.shape.channels, backward_sums_fixed, a, begin, end, g_out, part)}
+                           PartSums& part) {
+  BB_WITH_CHANNELS(a.shape.channels, backward_sums_fixed, a, begin, end, g_out, part);
+}
 
-BB_VECTOR_CLONES void backward_sums_of_rows(const BackwardRows<c10::BFloat16>& a, int64_t begin,
-                                            int64_t end, c10::BFloat16* g_out, PartSums& part) {
-  BB_WITH_CHANNELS(a.shape.channels, backward_sums_fixed, a, begin, end, g_out, part)
+BB_VECTOR_CLONES
+void backward_sums_of_rows(const BackwardRows<c10::BFloat16>& a, int64_t begin, int64_t end,
+                           c10::BFloat16* g_out, PartSums& part) {
+  BB_WITH_CHANNELS(a.shape.channels, backward_sums_fixed, a, begin, end, g_out, part);
 }
 
 template <int64_t kChannels, typename T>
@@ -217,13 +222,14 @@ BB_INLINE void input_gradient_fixed(const BackwardRows<T>& a, const InputGradien
 
 BB_VECTOR_CLONES
 void input_gradient_range(const BackwardRows<float>& a, const InputGradient<float>& d,
-                          int64_t begin, int64_t end){
-    BB_WITH_CHANNELS(a.shape.channels, input_gradient_fixed, a, d, begin, end)}
+                          int64_t begin, int64_t end) {
+  BB_WITH_CHANNELS(a.shape.channels, input_gradient_fixed, a, d, begin, end);
+}
 
 BB_VECTOR_CLONES
-    void input_gradient_range(const BackwardRows<c10::BFloat16>& a,
-                              const InputGradient<c10::BFloat16>& d, int64_t begin, int64_t end) {
-  BB_WITH_CHANNELS(a.shape.channels, input_gradient_fixed, a, d, begin, end)
+void input_gradient_range(const BackwardRows<c10::BFloat16>& a,
+                          const InputGradient<c10::BFloat16>& d, int64_t begin, int64_t end) {
+  BB_WITH_CHANNELS(a.shape.channels, input_gradient_fixed, a, d, begin, end);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // The checkpoint container: round trip, and every way a file can be unusable, named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 
 #include "bigbatch/io/checkpoint_file.h"
 #include "support/test_support.h"
@@ -119,6 +122,35 @@ TEST_F(CheckpointFile, AFailedWriteLeavesThePreviousFileIntact) {
         << error.what();
   }
   EXPECT_EQ(bytes(), before);
+}
+
+TEST_F(CheckpointFile, AStreamedPayloadWritesTheSameFile) {
+  const std::string whole = bytes();
+  const std::string streamed = (dir_.path() / "streamed.ckpt").string();
+  io::write_checkpoint_file(streamed, good_.header, [&](const io::PayloadSink& sink) {
+    for (size_t at = 0; at < good_.payload.size(); at += 300)  // in pieces of 300 bytes
+      sink(good_.payload.data() + at, std::min<size_t>(300, good_.payload.size() - at));
+  });
+  EXPECT_EQ(testing::read_file(streamed), whole);
+  const io::CheckpointFile read = io::read_checkpoint_file(streamed);
+  EXPECT_EQ(read.payload, good_.payload);
+}
+
+TEST_F(CheckpointFile, AFailingPayloadLeavesThePreviousFileAndNoTemporaryFile) {
+  const std::string before = bytes();
+  EXPECT_THROW(io::write_checkpoint_file(path_, good_.header,
+                                         [](const io::PayloadSink& sink) {
+                                           sink("half", 4);
+                                           throw std::runtime_error("the archive failed");
+                                         }),
+               std::runtime_error);
+  EXPECT_EQ(bytes(), before);
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().string(), path_) << "left behind";
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
 }
 
 }  // namespace

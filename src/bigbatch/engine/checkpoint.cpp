@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -289,8 +290,6 @@ void Checkpointer::save(const LoopState& state) {
   parts_.optimizer->save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
   const json rng = write_rng(archive, state, *parts_.model);
-  std::ostringstream payload;
-  archive.save_to(payload);
 
   json header = {{"format", kFormatName},
                  {"bigbatch_version", BIGBATCH_VERSION},
@@ -317,7 +316,24 @@ void Checkpointer::save(const LoopState& state) {
 
   const std::string path =
       (fs::path(options_.directory()) / file_name(state.summary.steps)).string();
-  io::write_checkpoint_file(path, {header.dump(1), payload.str()});
+  // The archive streams into the file: no in-memory copy of the weights and optimizer state. No
+  // exception may cross LibTorch's zip writer (its destructor writes too, and would terminate):
+  // the first failure (a full disk) is kept, the rest of the archive skipped, and it is rethrown.
+  io::write_checkpoint_file(path, header.dump(1), [&archive](const io::PayloadSink& sink) {
+    std::exception_ptr failure;
+    archive.save_to([&sink, &failure](const void* data, size_t size) {
+      if (!failure) {
+        try {
+          sink(data, size);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
+      return size;
+    });
+    if (failure)
+      std::rethrow_exception(failure);
+  });
   last_path_ = path;
   std::vector<std::string> files = list_checkpoints(options_.directory());
   std::error_code error;

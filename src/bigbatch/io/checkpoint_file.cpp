@@ -29,20 +29,33 @@ uint64_t get_le(const std::string& in, size_t offset, int bytes) {
   return value;
 }
 
-/// zlib's CRC-32 of `a` then `b`, fed in chunks that fit zlib's 32-bit length.
-uint32_t crc32_of(const std::string& a, const std::string& b) {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
-  for (const std::string* part : {&a, &b}) {
-    const auto* data = reinterpret_cast<const Bytef*>(part->data());
-    size_t left = part->size();
-    while (left > 0) {
-      const uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
-      crc = ::crc32(crc, data, chunk);
-      data += chunk;
-      left -= chunk;
-    }
+/// zlib's CRC-32 `crc` continued over `size` bytes at `data`, fed in chunks that fit zlib's 32-bit
+/// length.
+uLong crc32_continued(uLong crc, const void* data, size_t size) {
+  const auto* bytes = static_cast<const Bytef*>(data);
+  while (size > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+    crc = ::crc32(crc, bytes, chunk);
+    bytes += chunk;
+    size -= chunk;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
+}
+
+/// zlib's CRC-32 of `a` then `b`.
+uint32_t crc32_of(const std::string& a, const std::string& b) {
+  const uLong crc = crc32_continued(::crc32(0L, Z_NULL, 0), a.data(), a.size());
+  return static_cast<uint32_t>(crc32_continued(crc, b.data(), b.size()));
+}
+
+/// The preamble: magic, version, checksum, header and payload lengths.
+std::string preamble(uint32_t crc, uint64_t header_bytes, uint64_t payload_bytes) {
+  std::string bytes(kMagic, sizeof(kMagic));
+  put_le(bytes, kCheckpointFormatVersion, 4);
+  put_le(bytes, crc, 4);
+  put_le(bytes, header_bytes, 8);
+  put_le(bytes, payload_bytes, 8);
+  return bytes;
 }
 
 std::string hex(uint32_t value) {
@@ -67,15 +80,27 @@ std::string printable(const std::string& bytes) {
 }  // namespace
 
 void write_checkpoint_file(const std::string& path, const CheckpointFile& file) {
-  std::string bytes(kMagic, sizeof(kMagic));
-  put_le(bytes, kCheckpointFormatVersion, 4);
-  put_le(bytes, crc32_of(file.header, file.payload), 4);
-  put_le(bytes, file.header.size(), 8);
-  put_le(bytes, file.payload.size(), 8);
-  bytes.reserve(bytes.size() + file.header.size() + file.payload.size());
-  bytes += file.header;
-  bytes += file.payload;
-  write_file_atomically(path, bytes);
+  write_checkpoint_file(path, file.header, [&file](const PayloadSink& sink) {
+    sink(file.payload.data(), file.payload.size());
+  });
+}
+
+void write_checkpoint_file(const std::string& path, const std::string& header,
+                           const std::function<void(const PayloadSink&)>& write_payload) {
+  AtomicFile out(path);
+  const std::string placeholder(kCheckpointPreambleBytes, '\0');  // filled in at the end
+  out.append(placeholder.data(), placeholder.size());
+  out.append(header.data(), header.size());
+  uLong crc = crc32_continued(::crc32(0L, Z_NULL, 0), header.data(), header.size());
+  uint64_t payload_bytes = 0;
+  write_payload([&](const void* data, size_t size) {
+    out.append(data, size);
+    crc = crc32_continued(crc, data, size);
+    payload_bytes += size;
+  });
+  const std::string filled = preamble(static_cast<uint32_t>(crc), header.size(), payload_bytes);
+  out.overwrite(0, filled.data(), filled.size());
+  out.commit();
 }
 
 CheckpointFile read_checkpoint_file(const std::string& path) {

@@ -1,7 +1,9 @@
 // The checkpoint container: a versioned, checksummed file written atomically.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +48,16 @@ class CheckpointFileError : public std::runtime_error {
 /// std::runtime_error naming the path and the system error (a full disk: "No space left on
 /// device"); the previous file at `path` is then untouched.
 void write_checkpoint_file(const std::string& path, const CheckpointFile& file);
+
+/// Takes a piece of a payload: `size` bytes at `data`.
+using PayloadSink = std::function<void(const void* data, size_t size)>;
+
+/// write_checkpoint_file with the payload produced by `write_payload`, which hands it to the sink
+/// it is given in pieces: they go straight into the file (the checksum and length are filled in
+/// after them), so the payload is never held in memory whole. Atomic as write_checkpoint_file;
+/// an exception from `write_payload` leaves the previous file too.
+void write_checkpoint_file(const std::string& path, const std::string& header,
+                           const std::function<void(const PayloadSink&)>& write_payload);
 
 /// Reads and verifies the file at `path`: magic, version, lengths and checksum. Throws
 /// CheckpointFileError naming the file and what is wrong.

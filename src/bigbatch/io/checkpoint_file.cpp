@@ -104,20 +104,28 @@ void write_checkpoint_file(const std::string& path, const std::string& header,
 }
 
 CheckpointFile read_checkpoint_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // Read part by part into the strings returned: the file is held in memory once, not copied.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     throw CheckpointFileError(path, std::string("cannot open: ") + std::strerror(errno));
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad())
+  const std::streamoff end = in.tellg();
+  in.seekg(0);
+  if (end < 0 || !in)
     throw CheckpointFileError(path, std::string("cannot read: ") + std::strerror(errno));
-  const std::string bytes = content.str();
-  if (bytes.size() < kCheckpointPreambleBytes) {
-    throw CheckpointFileError(path, "truncated: " + std::to_string(bytes.size()) +
+  const uint64_t file_bytes = static_cast<uint64_t>(end);
+  const auto read_into = [&](std::string& part, uint64_t size) {
+    part.resize(size);
+    if (size > 0 && !in.read(part.data(), static_cast<std::streamsize>(size)))
+      throw CheckpointFileError(path, std::string("cannot read: ") + std::strerror(errno));
+  };
+  if (file_bytes < kCheckpointPreambleBytes) {
+    throw CheckpointFileError(path, "truncated: " + std::to_string(file_bytes) +
                                         " bytes, shorter than the " +
                                         std::to_string(kCheckpointPreambleBytes) +
                                         "-byte preamble of a bigbatch checkpoint");
   }
+  std::string bytes;  // the preamble
+  read_into(bytes, kCheckpointPreambleBytes);
   if (bytes.compare(0, sizeof(kMagic), kMagic, sizeof(kMagic)) != 0) {
     throw CheckpointFileError(path, "not a bigbatch checkpoint: it starts with \"" +
                                         printable(bytes.substr(0, sizeof(kMagic))) +
@@ -132,19 +140,19 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
   const uint32_t stored_crc = static_cast<uint32_t>(get_le(bytes, 12, 4));
   const uint64_t header_bytes = get_le(bytes, 16, 8);
   const uint64_t payload_bytes = get_le(bytes, 24, 8);
-  const uint64_t body = bytes.size() - kCheckpointPreambleBytes;
+  const uint64_t body = file_bytes - kCheckpointPreambleBytes;
   const bool short_file = header_bytes > body || payload_bytes > body - header_bytes;
   if (short_file || payload_bytes < body - header_bytes) {
     throw CheckpointFileError(
         path, std::string(short_file ? "truncated: " : "trailing bytes: ") +
-                  std::to_string(bytes.size()) + " bytes, but its preamble announces " +
+                  std::to_string(file_bytes) + " bytes, but its preamble announces " +
                   std::to_string(header_bytes) + " bytes of header and " +
                   std::to_string(payload_bytes) + " of payload after the " +
                   std::to_string(kCheckpointPreambleBytes) + "-byte preamble");
   }
   CheckpointFile file;
-  file.header = bytes.substr(kCheckpointPreambleBytes, header_bytes);
-  file.payload = bytes.substr(kCheckpointPreambleBytes + header_bytes);
+  read_into(file.header, header_bytes);
+  read_into(file.payload, payload_bytes);
   const uint32_t computed_crc = crc32_of(file.header, file.payload);
   if (computed_crc != stored_crc) {
     throw CheckpointFileError(path, "corrupt: the CRC-32 of its contents is " + hex(computed_crc) +

@@ -232,6 +232,10 @@ TEST(FusedBatchNorm, SupportsRowLayoutsOfCpuFloat32AndBfloat16Only) {
       << "a residual in another layout";
   EXPECT_THROW(fused_batch_norm_train(torch::randn({2, 4, 3, 3}), weight, bias, 1e-5, {}),
                std::logic_error);
+  EXPECT_TRUE(fused_batch_norm_covers(Precision::kFp32, c10::kCPU));
+  EXPECT_TRUE(fused_batch_norm_covers(Precision::kBf16, c10::kCPU));
+  EXPECT_FALSE(fused_batch_norm_covers(Precision::kFp16, c10::kCPU));
+  EXPECT_FALSE(fused_batch_norm_covers(Precision::kFp32, c10::kCUDA));
 }
 
 TEST(FusedBatchNorm, BackwardWithCreateGraphThrows) {

@@ -49,7 +49,8 @@ class CheckpointFileError : public std::runtime_error {
 /// device"); the previous file at `path` is then untouched.
 void write_checkpoint_file(const std::string& path, const CheckpointFile& file);
 
-/// Takes a piece of a payload: `size` bytes at `data`.
+/// Takes a piece of a payload: `size` bytes at `data`. Throws std::runtime_error when the write
+/// fails (a full disk); a producer that cannot pass exceptions through must keep and rethrow it.
 using PayloadSink = std::function<void(const void* data, size_t size)>;
 
 /// write_checkpoint_file with the payload produced by `write_payload`, which hands it to the sink

@@ -218,8 +218,7 @@ std::string concurrency_need(const BuiltinModelOptions& options, const PassSite&
                           options.resnet.norm() == nn::NormKind::kBatch &&
                           options.norm_policy == engine::NormPolicy::kKeep;
   const bool fused_batch_norm =
-      !options.float64 && site.device == c10::kCPU &&
-      (site.precision == nn::Precision::kFp32 || site.precision == nn::Precision::kBf16);
+      !options.float64 && nn::fused_batch_norm_covers(site.precision, site.device);
   if (batch_norm && !fused_batch_norm) {
     return cat(
         "BatchNorm on its fused kernel (float32 or bf16 on the CPU), whose running "

@@ -187,6 +187,10 @@ bool fused_batch_norm_supported(const Tensor& input, const Tensor& weight, const
           residual.sizes() == input.sizes() && residual.strides() == input.strides());
 }
 
+bool fused_batch_norm_covers(Precision precision, c10::DeviceType device) {
+  return device == c10::kCPU && is_row_dtype(compute_dtype(precision));
+}
+
 FusedBatchNorm fused_batch_norm_train(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                       double eps, const BatchNormEpilogue& epilogue) {
   BB_CHECK(fused_batch_norm_supported(input, weight, bias, epilogue),

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "bigbatch/nn/precision.h"
+
 namespace bigbatch::nn {
 
 /// What follows a batch normalisation in the same step: y = norm(x) (+ residual), then ReLU.
@@ -32,6 +34,12 @@ struct FusedBatchNorm {
 /// strides. A bfloat16 input is what a convolution under CPU autocast hands on.
 bool fused_batch_norm_supported(const torch::Tensor& input, const torch::Tensor& weight,
                                 const torch::Tensor& bias, const BatchNormEpilogue& epilogue);
+
+/// Whether the training BatchNorms of a model with float32 parameters on `device`, its forward
+/// passes in `precision`, see inputs of a dtype fused_batch_norm_supported() takes: the CPU in
+/// fp32, or under bf16 autocast (a convolution then hands on bfloat16). Where it holds, their
+/// running-statistics writes can be deferred (what concurrent passes need).
+bool fused_batch_norm_covers(Precision precision, c10::DeviceType device);
 
 /// Training-mode batch normalisation followed by `epilogue`, as one autograd node:
 ///   y = x_hat * weight + bias (+ residual), then max(y, 0) when epilogue.relu,

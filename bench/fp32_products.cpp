@@ -16,22 +16,13 @@
 #include <vector>
 
 #include "bigbatch/nn/fp32_matmul.h"
+#include "timing.h"
 
 namespace {
 
+using bigbatch::bench::median;
+using bigbatch::bench::time_ms;
 using torch::Tensor;
-
-/// Seconds `run` takes.
-double time_s(const std::function<void()>& run) {
-  const auto start = std::chrono::steady_clock::now();
-  run();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 /// One product: a (n, k) times b (k, m), either operand stored transposed, as the models use them.
 struct Shape {
@@ -50,10 +41,10 @@ void time_shape(const Shape& shape, int reps) {
   const auto run_onednn = [&] { onednn = bigbatch::nn::onednn_mm(a, b); };
   run_blas();
   run_onednn();
-  std::vector<double> blas_s, onednn_s;
+  std::vector<double> blas_ms, onednn_ms;
   for (int i = 0; i < reps; ++i) {
-    blas_s.push_back(time_s(run_blas));
-    onednn_s.push_back(time_s(run_onednn));
+    blas_ms.push_back(time_ms(run_blas));
+    onednn_ms.push_back(time_ms(run_onednn));
   }
   const double flop = 2.0 * double(shape.n) * double(shape.k) * double(shape.m);
   const double scale = blas.abs().max().item<double>();
@@ -62,8 +53,8 @@ void time_shape(const Shape& shape, int reps) {
               static_cast<long long>(shape.n), static_cast<long long>(shape.k),
               static_cast<long long>(shape.m),
               shape.a_transposed ? "a^T" : (shape.b_transposed ? "b^T" : ""),
-              flop / median(blas_s) / 1e9, flop / median(onednn_s) / 1e9,
-              median(blas_s) / median(onednn_s), difference);
+              flop / median(blas_ms) / 1e6, flop / median(onednn_ms) / 1e6,
+              median(blas_ms) / median(onednn_ms), difference);
 }
 
 }  // namespace

@@ -17,24 +17,14 @@
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/llama_ops.h"
+#include "timing.h"
 
 namespace {
 
+using bigbatch::bench::median;
+using bigbatch::bench::time_ms;
 using bigbatch::nn::BlockKernel;
 using torch::Tensor;
-
-/// Milliseconds `run` takes.
-double time_ms(const std::function<void()>& run) {
-  const auto start = std::chrono::steady_clock::now();
-  run();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 /// Forward, then backward with a gradient of ones.
 void forward_backward(const Tensor& y) {

@@ -1,0 +1,535 @@
+// GCC 12 reports the _mm512_undefined_* values inside its own masked intrinsics as
+// maybe-uninitialized once they are inlined; the pragma must come before the headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "bigbatch/nn/bf16_attention.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/core/system_info.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BB_BF16_ATTENTION 1
+// Only these functions are built for AVX-512 BF16; bf16_attention_available() guards each call.
+#define BB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+#else
+#define BB_BF16_ATTENTION 0
+#endif
+
+namespace bigbatch::nn {
+
+bool bf16_attention_available() {
+#if BB_BF16_ATTENTION
+  static const bool available = [] {
+    const std::set<std::string>& flags = this_cpu_flags();
+    return flags.count("avx512_bf16") == 1 && flags.count("avx512bw") == 1 &&
+           flags.count("avx512vl") == 1 && flags.count("avx512dq") == 1;
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+using torch::Tensor;
+
+/// Checks what both passes need of q, k, v and a (B, H, rows, D) tensor `t` named `name`.
+void check_operand(const Tensor& t, const char* name, int64_t batch, int64_t heads, int64_t rows,
+                   int64_t head_dim) {
+  BB_CHECK(
+      t.defined() && t.dim() == 4 && t.scalar_type() == torch::kBFloat16 && t.device().is_cpu(),
+      "bf16 attention: ", name, " must be a 4-D bfloat16 CPU tensor, got ",
+      t.defined() ? t.toString() : std::string("an undefined tensor"),
+      t.defined() ? cat(" of shape ", t.sizes()) : std::string());
+  BB_CHECK(t.size(0) == batch && t.size(1) == heads && t.size(2) == rows && t.size(3) == head_dim,
+           "bf16 attention: ", name, " must have shape (", batch, ", ", heads, ", ", rows, ", ",
+           head_dim, "), got ", t.sizes());
+  BB_CHECK(t.stride(3) == 1, "bf16 attention: ", name,
+           "'s last dimension must be contiguous, got strides ", t.strides());
+}
+
+/// The shape of one call, checked.
+struct Shape {
+  int64_t batch, heads, queries, keys, head_dim;
+};
+
+Shape checked_shape(const Bf16AttentionInputs& in) {
+  BB_CHECK(bf16_attention_available(),
+           "bf16 attention kernels need an x86-64 CPU with avx512_bf16; this one has none");
+  BB_CHECK(in.q.defined() && in.q.dim() == 4, "bf16 attention: q must be (B, H, T, D), got ",
+           in.q.defined() ? cat(in.q.sizes()) : std::string("an undefined tensor"));
+  const Shape s{in.q.size(0), in.q.size(1), in.q.size(2), in.k.defined() ? in.k.size(2) : 0,
+                in.q.size(3)};
+  BB_CHECK(s.head_dim % 2 == 0, "bf16 attention: the head dimension must be even, got ",
+           s.head_dim);
+  check_operand(in.q, "q", s.batch, s.heads, s.queries, s.head_dim);
+  check_operand(in.k, "k", s.batch, s.heads, s.keys, s.head_dim);
+  check_operand(in.v, "v", s.batch, s.heads, s.keys, s.head_dim);
+  const Tensor& padding = in.mask.padding;
+  BB_CHECK(
+      !padding.defined() || (padding.scalar_type() == torch::kBool && padding.dim() == 2 &&
+                             padding.size(0) == s.batch && padding.size(1) == s.keys),
+      "bf16 attention: the padding mask must be (", s.batch, ", ", s.keys, ") bool, got ",
+      padding.defined() ? cat(padding.toString(), " of shape ", padding.sizes()) : std::string());
+  return s;
+}
+
+#if BB_BF16_ATTENTION
+
+using Bits = uint16_t;  // a bf16 value's bits
+using Pair = uint32_t;  // two bf16 values, the first in the low half (vdpbf16ps's order)
+
+constexpr int64_t kLanes = 16;     // floats in a vector
+constexpr int64_t kBlockRows = 8;  // rows of a product tile: operands are padded to them
+
+int64_t round_up(int64_t n, int64_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+/// The (rows, cols) bf16 matrix of one head: row r at data + r * stride, its values contiguous.
+struct Rows {
+  const Bits* data;
+  int64_t stride, rows, cols;
+  const Bits* row(int64_t r) const { return data + r * stride; }
+};
+
+/// Head (b, h) of a (B, H, rows, D) bf16 tensor.
+Rows head_of(const Tensor& t, int64_t b, int64_t h) {
+  const auto* base = reinterpret_cast<const Bits*>(t.data_ptr<at::BFloat16>());
+  return {base + b * t.stride(0) + h * t.stride(1), t.stride(2), t.size(2), t.size(3)};
+}
+Bits* mutable_row(const Tensor& t, int64_t b, int64_t h, int64_t r) {
+  return reinterpret_cast<Bits*>(t.data_ptr<at::BFloat16>()) + b * t.stride(0) + h * t.stride(1) +
+         r * t.stride(2);
+}
+
+/// dst (rows_pad, cols) bf16, row-major: src's rows, zero below them.
+BB_BF16_TARGET void copy_rows(const Rows& src, Bits* dst, int64_t rows_pad) {
+  for (int64_t r = 0; r < rows_pad; ++r) {
+    Bits* out = dst + r * src.cols;
+    if (r < src.rows)
+      std::memcpy(out, src.row(r), size_t(src.cols) * sizeof(Bits));
+    else
+      std::memset(out, 0, size_t(src.cols) * sizeof(Bits));
+  }
+}
+
+/// Pairs down the rows, the B operand of a product that sums over src's rows:
+/// dst[r/2][c] = (src[r][c], src[r+1][c]) for even r < rows_pad and c < width, zero outside src.
+BB_BF16_TARGET void pair_rows(const Rows& src, Pair* dst, int64_t rows_pad, int64_t width) {
+  for (int64_t r = 0; r < rows_pad; r += 2) {
+    Pair* __restrict out = dst + (r / 2) * width;
+    int64_t c = 0;
+    if (r + 1 < src.rows) {
+      const Bits* __restrict first = src.row(r);
+      const Bits* __restrict second = src.row(r + 1);
+      for (; c < src.cols; ++c)
+        out[c] = Pair(first[c]) | Pair(second[c]) << 16;
+    } else if (r < src.rows) {
+      const Bits* __restrict first = src.row(r);
+      for (; c < src.cols; ++c)
+        out[c] = Pair(first[c]);
+    }
+    for (; c < width; ++c)
+      out[c] = 0;
+  }
+}
+
+/// dst (cols, rows) = src (rows, cols)^T, 32-bit values, in 16 x 16 blocks.
+BB_BF16_TARGET void transpose(const Pair* src, int64_t rows, int64_t cols, Pair* dst) {
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r)
+          dst[c * rows + r] = src[r * cols + c];
+    }
+  }
+}
+
+/// Pairs down the rows, transposed: the A operand of a product by src^T (P^T dy, dS^T q).
+/// dst[c][r/2] = (src[r][c], src[r+1][c]) for c < cols_pad and even r < rows_pad.
+/// `scratch` holds rows_pad / 2 * cols_pad pairs.
+BB_BF16_TARGET void pair_columns(const Rows& src, int64_t rows_pad, int64_t cols_pad, Pair* scratch,
+                                 Pair* dst) {
+  pair_rows(src, scratch, rows_pad, cols_pad);
+  transpose(scratch, rows_pad / 2, cols_pad, dst);
+}
+
+/// Pairs along the rows, transposed: the B operand of a product by src^T summing over src's
+/// columns (q k^T, dy v^T). dst[p][r] = (src[r][2p], src[r][2p+1]) for r < width, zero past src.
+BB_BF16_TARGET void transpose_row_pairs(const Rows& src, Pair* dst, int64_t width) {
+  const int64_t pairs = src.cols / 2;
+  for (int64_t r = 0; r < width; ++r) {
+    if (r < src.rows) {
+      const Bits* row = src.row(r);
+      for (int64_t p = 0; p < pairs; ++p) {
+        Pair value;
+        std::memcpy(&value, row + 2 * p, sizeof value);
+        dst[p * width + r] = value;
+      }
+    } else {
+      for (int64_t p = 0; p < pairs; ++p)
+        dst[p * width + r] = 0;
+    }
+  }
+}
+
+/// c[r][n] = sum over p in [begin, end) of a[r][p] . b[p][n], for r < kBlockRows and
+/// n < kLanes * kVectors, where a . b multiplies the two bf16 of each pair and adds both in float.
+template <int kVectors>
+BB_BF16_TARGET void product_tile(const Pair* a, int64_t lda, const Pair* b, int64_t ldb,
+                                 int64_t begin, int64_t end, float* c, int64_t ldc) {
+  __m512 acc[kBlockRows][kVectors];
+#pragma GCC unroll 8
+  for (int r = 0; r < kBlockRows; ++r)
+#pragma GCC unroll 4
+    for (int n = 0; n < kVectors; ++n)
+      acc[r][n] = _mm512_setzero_ps();
+  for (int64_t p = begin; p < end; ++p) {
+    __m512bh bv[kVectors];
+#pragma GCC unroll 4
+    for (int n = 0; n < kVectors; ++n)
+      bv[n] = (__m512bh)_mm512_loadu_si512(b + p * ldb + n * kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < kBlockRows; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[r * lda + p]));
+#pragma GCC unroll 4
+      for (int n = 0; n < kVectors; ++n)
+        acc[r][n] = _mm512_dpbf16_ps(acc[r][n], av, bv[n]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kBlockRows; ++r)
+#pragma GCC unroll 4
+    for (int n = 0; n < kVectors; ++n)
+      _mm512_storeu_ps(c + r * ldc + n * kLanes, acc[r][n]);
+}
+
+/// c (kBlockRows, kLanes * vectors) = a (kBlockRows, pairs [begin, end)) b, in tiles of up to
+/// three vectors (24 accumulators of the 32 registers).
+BB_BF16_TARGET void product_rows(const Pair* a, int64_t lda, const Pair* b, int64_t ldb,
+                                 int64_t begin, int64_t end, int64_t vectors, float* c,
+                                 int64_t ldc) {
+  for (int64_t n = 0; n < vectors;) {
+    const int64_t left = vectors - n;
+    const int64_t width = left == 4 ? 2 : std::min<int64_t>(left, 3);
+    const Pair* bn = b + n * kLanes;
+    float* cn = c + n * kLanes;
+    if (width == 3)
+      product_tile<3>(a, lda, bn, ldb, begin, end, cn, ldc);
+    else if (width == 2)
+      product_tile<2>(a, lda, bn, ldb, begin, end, cn, ldc);
+    else
+      product_tile<1>(a, lda, bn, ldb, begin, end, cn, ldc);
+    n += width;
+  }
+}
+
+/// The lanes of a vector starting at `j` that lie below `n`.
+BB_BF16_TARGET __mmask16 lanes_below(int64_t j, int64_t n) {
+  const int64_t left = n - j;
+  if (left <= 0)
+    return 0;
+  return left >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+}
+
+/// exp(x) for x <= 88 (Cephes' expf polynomial on [-ln2/2, ln2/2] times 2^n, within 1 ulp);
+/// 0 below -87 and NaN for NaN.
+BB_BF16_TARGET __m512 exp_vector(__m512 x) {
+  const __m512 low = _mm512_set1_ps(-87.0f);
+  const __m512 clamped = _mm512_min_ps(_mm512_max_ps(x, low), _mm512_set1_ps(88.0f));
+  const __m512 n =
+      _mm512_roundscale_ps(_mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512 result = _mm512_scalef_ps(y, n);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, low, _CMP_LT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_blend_ps(nan, _mm512_maskz_mov_ps(__mmask16(~underflow), result), x);
+}
+
+/// Stores v's lanes below `count` rounded to bf16 (to nearest even) at out.
+BB_BF16_TARGET void store_bf16(Bits* out, __m512 v, __mmask16 lanes) {
+  const __m256i bits = (__m256i)_mm512_cvtneps_pbh(v);
+  _mm256_mask_storeu_epi16(out, lanes, bits);
+}
+
+/// A float row's first `count` values rounded to bf16 into out.
+BB_BF16_TARGET void round_row(const float* in, int64_t count, Bits* out) {
+  for (int64_t j = 0; j < count; j += kLanes) {
+    const __mmask16 lanes = lanes_below(j, count);
+    store_bf16(out + j, _mm512_maskz_loadu_ps(lanes, in + j), lanes);
+  }
+}
+
+/// One query's probabilities from its raw scores q.k (`scores`, changed): softmax of
+/// scale * score + bias over the first `n` keys, rounded to bf16 into p; p is zero from n to
+/// width. A query left no key gets NaN.
+BB_BF16_TARGET void softmax_row(float* scores, const float* bias, int64_t n, float scale, Bits* p,
+                                int64_t width) {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 max = neg_inf;
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const __mmask16 lanes = lanes_below(j, n);
+    const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, scores + j),
+                                     _mm512_set1_ps(scale), _mm512_maskz_loadu_ps(lanes, bias + j));
+    const __m512 kept = _mm512_mask_mov_ps(neg_inf, lanes, x);
+    _mm512_storeu_ps(scores + j, kept);
+    max = _mm512_max_ps(max, kept);
+  }
+  const float top = _mm512_reduce_max_ps(max);
+  const __m512 shift =
+      _mm512_set1_ps(top == -std::numeric_limits<float>::infinity() ? std::nanf("") : top);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const __m512 e = exp_vector(_mm512_sub_ps(_mm512_loadu_ps(scores + j), shift));
+    _mm512_storeu_ps(scores + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t j = 0; j < width; j += kLanes) {
+    const __mmask16 lanes = lanes_below(j, n);
+    const __m512 e = _mm512_maskz_loadu_ps(lanes, scores + j);
+    store_bf16(p + j, _mm512_mul_ps(e, inverse), __mmask16(0xFFFF));
+  }
+}
+
+/// The bf16 values at `at` in the lanes `lanes`, widened to float (exact); zero elsewhere.
+BB_BF16_TARGET __m512 widen(const Bits* at, __mmask16 lanes) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, at)), 16));
+}
+
+/// One query's score gradients from d probs (`dp`, float) and its probabilities p (bf16, `n`
+/// keys): p * (dp - sum(p * dp)) * scale, rounded to bf16 into ds; ds is zero from n to width.
+BB_BF16_TARGET void softmax_backward_row(const float* dp, const Bits* p, int64_t n, float scale,
+                                         Bits* ds, int64_t width) {
+  __m512 dot = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const __mmask16 lanes = lanes_below(j, n);
+    dot = _mm512_fmadd_ps(widen(p + j, lanes), _mm512_maskz_loadu_ps(lanes, dp + j), dot);
+  }
+  const __m512 total = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
+  for (int64_t j = 0; j < width; j += kLanes) {
+    const __mmask16 lanes = lanes_below(j, n);
+    const __m512 g =
+        _mm512_mul_ps(_mm512_mul_ps(widen(p + j, lanes),
+                                    _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, dp + j), total)),
+                      _mm512_set1_ps(scale));
+    store_bf16(ds + j, _mm512_maskz_mov_ps(lanes, g), __mmask16(0xFFFF));
+  }
+}
+
+/// The padded sizes of one head's operands.
+struct Padded {
+  int64_t queries, keys, dim;  // T to kBlockRows, S and D to kLanes
+  explicit Padded(const Shape& s)
+      : queries(round_up(s.queries, kBlockRows)),
+        keys(round_up(s.keys, kLanes)),
+        dim(round_up(s.head_dim, kLanes)) {}
+};
+
+/// The keys row block [i0, i0 + kBlockRows) scores: all, or under a causal mask those up to its
+/// last query, in whole vectors.
+int64_t keys_scored(const Padded& pad, bool causal, int64_t i0) {
+  return causal ? std::min(pad.keys, round_up(i0 + kBlockRows, kLanes)) : pad.keys;
+}
+/// The key pairs whose values row block [i0, i0 + kBlockRows) weighs.
+int64_t key_pairs_weighed(const Shape& s, const Padded& pad, bool causal, int64_t i0) {
+  return causal ? std::min(pad.keys / 2, (std::min(s.keys, i0 + kBlockRows) + 1) / 2)
+                : pad.keys / 2;
+}
+/// c (kBlockRows, keys_scored) = the row block at i0 of a (T, D) operand given as pairs, times
+/// the keys' or values' transposed pairs bt (D/2, S): scores (q k^T) or d probs (dy v^T).
+BB_BF16_TARGET void times_keys(const Pair* a, const Pair* bt, const Shape& s, const Padded& pad,
+                               bool causal, int64_t i0, float* c) {
+  const int64_t half_dim = s.head_dim / 2;
+  product_rows(a + i0 * half_dim, half_dim, bt, pad.keys, 0, half_dim,
+               keys_scored(pad, causal, i0) / kLanes, c, pad.keys);
+}
+
+/// The keys query i attends to: a prefix.
+int64_t keys_of_query(const Shape& s, bool causal, int64_t i) {
+  return causal ? std::min(s.keys, i + 1) : s.keys;
+}
+
+/// (B, width) floats: 0 at each key of batch entry b that queries may attend to, -inf at padding
+/// and past S.
+std::vector<float> key_biases(const Bf16AttentionMask& mask, const Shape& s, int64_t width) {
+  std::vector<float> biases(size_t(s.batch * width), -std::numeric_limits<float>::infinity());
+  const Tensor padding = mask.padding.defined() ? mask.padding.contiguous() : Tensor();
+  const bool* blocked = padding.defined() ? padding.data_ptr<bool>() : nullptr;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t j = 0; j < s.keys; ++j)
+      if (!blocked || !blocked[b * s.keys + j])
+        biases[size_t(b * width + j)] = 0.0f;
+  return biases;
+}
+
+BB_BF16_TARGET void forward_heads(const Bf16AttentionInputs& in, const Shape& s,
+                                  const float* biases, const Tensor& probs, const Tensor& y,
+                                  int64_t begin, int64_t end) {
+  const Padded pad(s);
+  const int64_t half_dim = s.head_dim / 2;
+  const float scale = float(in.scale);
+  std::vector<Bits> q_rows(size_t(pad.queries * s.head_dim));
+  std::vector<Pair> k_pairs(size_t(half_dim * pad.keys));     // (D/2, S)
+  std::vector<Pair> v_pairs(size_t(pad.keys / 2 * pad.dim));  // (S/2, D)
+  std::vector<float> scores(size_t(kBlockRows * pad.keys));   // a row block's
+  std::vector<Bits> p_rows(size_t(kBlockRows * pad.keys));    // a row block's
+  std::vector<float> out(size_t(kBlockRows * pad.dim));       // a row block's
+  auto* probs_data = reinterpret_cast<Bits*>(probs.data_ptr<at::BFloat16>());
+  for (int64_t bh = begin; bh < end; ++bh) {
+    const int64_t b = bh / s.heads, h = bh % s.heads;
+    copy_rows(head_of(in.q, b, h), q_rows.data(), pad.queries);
+    transpose_row_pairs(head_of(in.k, b, h), k_pairs.data(), pad.keys);
+    pair_rows(head_of(in.v, b, h), v_pairs.data(), pad.keys, pad.dim);
+    const float* bias = biases + b * pad.keys;
+    const auto* q_pairs = reinterpret_cast<const Pair*>(q_rows.data());
+    for (int64_t i0 = 0; i0 < s.queries; i0 += kBlockRows) {
+      times_keys(q_pairs, k_pairs.data(), s, pad, in.mask.causal, i0, scores.data());
+      for (int64_t r = 0; r < kBlockRows; ++r) {
+        const int64_t i = i0 + r;
+        Bits* p = p_rows.data() + r * pad.keys;
+        if (i >= s.queries) {
+          std::memset(p, 0, size_t(pad.keys) * sizeof(Bits));
+          continue;
+        }
+        softmax_row(scores.data() + r * pad.keys, bias, keys_of_query(s, in.mask.causal, i), scale,
+                    p, pad.keys);
+        std::memcpy(probs_data + (bh * s.queries + i) * s.keys, p, size_t(s.keys) * sizeof(Bits));
+      }
+      product_rows(reinterpret_cast<const Pair*>(p_rows.data()), pad.keys / 2, v_pairs.data(),
+                   pad.dim, 0, key_pairs_weighed(s, pad, in.mask.causal, i0), pad.dim / kLanes,
+                   out.data(), pad.dim);
+      for (int64_t r = 0; r < kBlockRows && i0 + r < s.queries; ++r)
+        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(y, b, h, i0 + r));
+    }
+  }
+}
+
+BB_BF16_TARGET void backward_heads(const Bf16AttentionInputs& in, const Shape& s,
+                                   const Tensor& probs, const Tensor& dy,
+                                   const Bf16AttentionGradients& grads, int64_t begin,
+                                   int64_t end) {
+  const Padded pad(s);
+  const int64_t half_dim = s.head_dim / 2, query_pairs = pad.queries / 2;
+  const float scale = float(in.scale);
+  std::vector<Bits> dy_rows(size_t(pad.queries * s.head_dim));  // (T, D)
+  std::vector<Pair> v_t(size_t(half_dim * pad.keys));           // (D/2, S)
+  std::vector<Pair> k_pairs(size_t(pad.keys / 2 * pad.dim));    // (S/2, D)
+  std::vector<Pair> q_pairs(size_t(query_pairs * pad.dim));     // (T/2, D)
+  std::vector<Pair> dy_pairs(size_t(query_pairs * pad.dim));    // (T/2, D)
+  std::vector<Bits> ds(size_t(pad.queries * pad.keys));         // (T, S)
+  std::vector<Pair> p_t(size_t(pad.keys * query_pairs));        // (S, T/2)
+  std::vector<Pair> ds_t(size_t(pad.keys * query_pairs));       // (S, T/2)
+  std::vector<Pair> scratch(size_t(query_pairs * pad.keys));    // (T/2, S)
+  std::vector<float> dp(size_t(kBlockRows * pad.keys));         // a row block's
+  std::vector<float> out(size_t(kBlockRows * pad.dim));         // a row block's
+  const auto* probs_data = reinterpret_cast<const Bits*>(probs.data_ptr<at::BFloat16>());
+  for (int64_t bh = begin; bh < end; ++bh) {
+    const int64_t b = bh / s.heads, h = bh % s.heads;
+    const Rows p_head{probs_data + bh * s.queries * s.keys, s.keys, s.queries, s.keys};
+    const Rows dy_head = head_of(dy, b, h);
+    copy_rows(dy_head, dy_rows.data(), pad.queries);
+    transpose_row_pairs(head_of(in.v, b, h), v_t.data(), pad.keys);
+    pair_rows(head_of(in.k, b, h), k_pairs.data(), pad.keys, pad.dim);
+    pair_rows(head_of(in.q, b, h), q_pairs.data(), pad.queries, pad.dim);
+    pair_rows(dy_head, dy_pairs.data(), pad.queries, pad.dim);
+    // Row blocks of queries: d probs, d scores, then dq.
+    const auto* dy_a = reinterpret_cast<const Pair*>(dy_rows.data());
+    for (int64_t i0 = 0; i0 < pad.queries; i0 += kBlockRows) {
+      times_keys(dy_a, v_t.data(), s, pad, in.mask.causal, i0, dp.data());
+      for (int64_t r = 0; r < kBlockRows; ++r) {
+        const int64_t i = i0 + r;
+        Bits* ds_row = ds.data() + i * pad.keys;
+        if (i < s.queries)
+          softmax_backward_row(dp.data() + r * pad.keys, p_head.row(i),
+                               keys_of_query(s, in.mask.causal, i), scale, ds_row, pad.keys);
+        else
+          std::memset(ds_row, 0, size_t(pad.keys) * sizeof(Bits));
+      }
+      product_rows(reinterpret_cast<const Pair*>(ds.data() + i0 * pad.keys), pad.keys / 2,
+                   k_pairs.data(), pad.dim, 0, key_pairs_weighed(s, pad, in.mask.causal, i0),
+                   pad.dim / kLanes, out.data(), pad.dim);
+      for (int64_t r = 0; r < kBlockRows && i0 + r < s.queries; ++r)
+        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(grads.dq, b, h, i0 + r));
+    }
+    // Row blocks of keys: dv = P^T dy and dk = dS^T q, over the queries that see the keys.
+    pair_columns(p_head, pad.queries, pad.keys, scratch.data(), p_t.data());
+    pair_columns(Rows{ds.data(), pad.keys, pad.queries, pad.keys}, pad.queries, pad.keys,
+                 scratch.data(), ds_t.data());
+    for (int64_t j0 = 0; j0 < s.keys; j0 += kBlockRows) {
+      const int64_t first =
+          in.mask.causal ? j0 / 2 : 0;  // the query pair of the first that sees j0
+      product_rows(p_t.data() + j0 * query_pairs, query_pairs, dy_pairs.data(), pad.dim, first,
+                   query_pairs, pad.dim / kLanes, out.data(), pad.dim);
+      for (int64_t r = 0; r < kBlockRows && j0 + r < s.keys; ++r)
+        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(grads.dv, b, h, j0 + r));
+      product_rows(ds_t.data() + j0 * query_pairs, query_pairs, q_pairs.data(), pad.dim, first,
+                   query_pairs, pad.dim / kLanes, out.data(), pad.dim);
+      for (int64_t r = 0; r < kBlockRows && j0 + r < s.keys; ++r)
+        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(grads.dk, b, h, j0 + r));
+    }
+  }
+}
+
+#endif  // BB_BF16_ATTENTION
+
+}  // namespace
+
+Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const Tensor& y) {
+  const Shape s = checked_shape(inputs);
+  check_operand(y, "y", s.batch, s.heads, s.queries, s.head_dim);
+  Tensor probs = torch::empty({s.batch, s.heads, s.queries, s.keys},
+                              inputs.q.options());  // (B, H, T, S)
+#if BB_BF16_ATTENTION
+  const std::vector<float> biases = key_biases(inputs.mask, s, Padded(s).keys);
+  at::parallel_for(0, s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
+    forward_heads(inputs, s, biases.data(), probs, y, begin, end);
+  });
+#endif
+  return probs;
+}
+
+void bf16_attention_backward(const Bf16AttentionInputs& inputs, const Tensor& probs,
+                             const Tensor& dy, const Bf16AttentionGradients& gradients) {
+  const Shape s = checked_shape(inputs);
+  check_operand(dy, "dy", s.batch, s.heads, s.queries, s.head_dim);
+  check_operand(gradients.dq, "dq", s.batch, s.heads, s.queries, s.head_dim);
+  check_operand(gradients.dk, "dk", s.batch, s.heads, s.keys, s.head_dim);
+  check_operand(gradients.dv, "dv", s.batch, s.heads, s.keys, s.head_dim);
+  check_operand(probs, "probs", s.batch, s.heads, s.queries, s.keys);
+  BB_CHECK(probs.is_contiguous(),
+           "bf16 attention: probs must be contiguous, as forward returns it");
+#if BB_BF16_ATTENTION
+  at::parallel_for(0, s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
+    backward_heads(inputs, s, probs, dy, gradients, begin, end);
+  });
+#endif
+}
+
+}  // namespace bigbatch::nn

@@ -1,0 +1,53 @@
+// Attention over short contexts in bfloat16 on the CPU, forward and backward in one pass per
+// head, its products on AVX-512 BF16's dot-product instruction (vdpbf16ps).
+//
+// Under bf16 autocast the composite attention is six batched products, a softmax and its
+// backward, a mask added and a scale applied, and the copies that put q, k and v head-major; at a
+// context of 64 each is a call of a few microseconds on oneDNN or ATen. These kernels do a head's
+// scores, softmax and weighted values while they sit in L1, skip the keys a causal mask blocks,
+// and read and write q, k, v and their gradients where they lie (the columns of a fused qkv
+// product). Scores and probabilities stay float32 until the probabilities are rounded once to
+// bf16 (the values the products and backward read); every product accumulates in float32 and is
+// rounded to bf16 once. Measured in docs/BENCHMARKS.md.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace bigbatch::nn {
+
+/// Whether this CPU and build run the kernels below: x86-64 with avx512_bf16 (and avx512bw),
+/// built with GCC.
+bool bf16_attention_available();
+
+/// The keys each query attends to.
+struct Bf16AttentionMask {
+  bool causal = false;    ///< query t attends to keys 0..t only
+  torch::Tensor padding;  ///< (B, S) bool, true at keys no query attends to; undefined: none
+};
+
+/// q (B, H, T, D), k and v (B, H, S, D): bf16 CPU tensors of any strides whose last dimension is
+/// contiguous, D even. Every query must be left at least one key, or its row is NaN.
+struct Bf16AttentionInputs {
+  torch::Tensor q, k, v;
+  Bf16AttentionMask mask;
+  double scale = 1.0;  ///< multiplies q k^T before the mask
+};
+
+/// y = softmax(scale q k^T + mask) v, written into `y` (B, H, T, D), bf16, any strides with a
+/// contiguous last dimension. Returns the probabilities (B, H, T, S), bf16, contiguous: what
+/// bf16_attention_backward reads. Runs the heads on LibTorch's OpenMP threads.
+torch::Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const torch::Tensor& y);
+
+/// Where bf16_attention_backward writes the gradients: (B, H, T, D) for dq, (B, H, S, D) for dk
+/// and dv, bf16, any strides with a contiguous last dimension (the columns of one (N, 3C) tensor,
+/// say).
+struct Bf16AttentionGradients {
+  torch::Tensor dq, dk, dv;
+};
+
+/// Gradients of bf16_attention_forward for the output gradient dy (B, H, T, D), bf16, any strides
+/// with a contiguous last dimension, and the probabilities it returned.
+void bf16_attention_backward(const Bf16AttentionInputs& inputs, const torch::Tensor& probs,
+                             const torch::Tensor& dy, const Bf16AttentionGradients& gradients);
+
+}  // namespace bigbatch::nn

@@ -1,0 +1,172 @@
+// The bf16 attention kernels against float64 arithmetic on the same bf16 values: the output and
+// probabilities within their one bf16 rounding, the gradients within the roundings of the score
+// gradients and of the results, for causal and padding masks, odd sizes and strided operands.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "bigbatch/nn/bf16_attention.h"
+
+namespace bigbatch::nn {
+namespace {
+
+using torch::Tensor;
+
+#define SKIP_WITHOUT_BF16_ATTENTION() \
+  if (!bf16_attention_available())    \
+  GTEST_SKIP() << "this CPU has no avx512_bf16: the bf16 attention kernels cannot run here"
+
+/// One case: the shape and mask, and whether q, k and v are the strided columns of one
+/// (B, T, 3, H, D) tensor, as a fused qkv product leaves them.
+struct Case {
+  int64_t batch, heads, queries, keys, head_dim;
+  bool causal = false;
+  bool padding = false;
+  bool strided = false;
+};
+
+/// The float64 reference: y, the probabilities, and softmax's backward.
+struct Reference {
+  Tensor probs, y;  // (B, H, T, S), (B, H, T, D)
+};
+
+/// (B, 1, 1, S) additive mask in float64: -inf where a key is blocked.
+Tensor additive_mask(const Case& c, const Tensor& padding) {
+  Tensor blocked = torch::zeros({c.queries, c.keys}, torch::kBool);
+  if (c.causal)
+    blocked = torch::ones({c.queries, c.keys}, torch::kBool).triu(1);
+  Tensor full = blocked.view({1, 1, c.queries, c.keys});
+  if (padding.defined())
+    full = full.logical_or(padding.view({c.batch, 1, 1, c.keys}));
+  return torch::zeros(full.sizes(), torch::kDouble)
+      .masked_fill(full, -std::numeric_limits<double>::infinity());
+}
+
+Tensor as_double(const Tensor& t) {
+  return t.to(torch::kDouble);
+}
+
+/// |actual - expected| <= bound elementwise, and some value not zero (a kernel that wrote
+/// nothing would fail).
+void expect_within(const Tensor& actual, const Tensor& expected, const Tensor& bound,
+                   const std::string& what) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  const Tensor excess = (as_double(actual) - expected).abs() - bound;
+  EXPECT_LE(excess.max().item<double>(), 0.0)
+      << what << ": largest error " << (as_double(actual) - expected).abs().max().item<double>();
+  EXPECT_GT(expected.abs().max().item<double>(), 0.0) << what;
+}
+
+void check_case(const Case& c) {
+  SCOPED_TRACE(::testing::Message()
+               << "B " << c.batch << " H " << c.heads << " T " << c.queries << " S " << c.keys
+               << " D " << c.head_dim << " causal " << c.causal << " padding " << c.padding
+               << " strided " << c.strided);
+  torch::manual_seed(7);
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  Tensor q, k, v;
+  if (c.strided) {
+    ASSERT_EQ(c.queries, c.keys);
+    const Tensor qkv = torch::randn({c.batch, c.queries, 3, c.heads, c.head_dim}, bf16);
+    q = qkv.select(2, 0).permute({0, 2, 1, 3});
+    k = qkv.select(2, 1).permute({0, 2, 1, 3});
+    v = qkv.select(2, 2).permute({0, 2, 1, 3});
+  } else {
+    q = torch::randn({c.batch, c.heads, c.queries, c.head_dim}, bf16);
+    k = torch::randn({c.batch, c.heads, c.keys, c.head_dim}, bf16);
+    v = torch::randn({c.batch, c.heads, c.keys, c.head_dim}, bf16);
+  }
+  Tensor padding;
+  if (c.padding) {  // the last third of the keys of batch entry 0, every other key of entry 1
+    padding = torch::zeros({c.batch, c.keys}, torch::kBool);
+    padding[0].slice(0, c.keys - c.keys / 3).fill_(true);
+    if (c.batch > 1)
+      padding[1].slice(0, 1, c.keys, 2).fill_(true);
+  }
+  const double scale = 1.0 / std::sqrt(double(c.head_dim));
+  const Bf16AttentionInputs inputs{q, k, v, {c.causal, padding}, scale};
+
+  // Forward against float64 on the same bf16 values: each probability is rounded to bf16 once
+  // (at most 2^-8 of it, bf16's unit roundoff), y sums them times v and is rounded once. 1e-5
+  // more covers float32's exp and sums.
+  const Tensor y = torch::full({c.batch, c.heads, c.queries, c.head_dim}, 7.0, bf16);
+  const Tensor probs = bf16_attention_forward(inputs, y);
+  const Tensor scores = torch::matmul(as_double(q), as_double(k).transpose(-2, -1)) * scale +
+                        additive_mask(c, padding);
+  const Tensor p_ref = torch::softmax(scores, -1);          // (B, H, T, S)
+  const Tensor y_ref = torch::matmul(p_ref, as_double(v));  // (B, H, T, D)
+  const double once = std::ldexp(1.0, -8) + 1e-5, twice = std::ldexp(1.0, -7) + 1e-5;
+  expect_within(probs, p_ref, p_ref * once + 1e-30, "probabilities");
+  expect_within(y, y_ref, torch::matmul(p_ref, as_double(v).abs()) * twice + 1e-6, "y");
+
+  // Backward against float64 from the kernel's own probabilities: dv is rounded once, dq and dk
+  // also carry the rounding of the score gradients to bf16.
+  const Tensor dy = torch::randn({c.batch, c.heads, c.queries, c.head_dim}, bf16);
+  const Tensor dq = torch::full_like(q, 7.0), dk = torch::full_like(k, 7.0);
+  const Tensor dv = torch::full_like(v, 7.0);
+  bf16_attention_backward(inputs, probs, dy, {dq, dk, dv});
+  const Tensor p = as_double(probs);
+  const Tensor dp = torch::matmul(as_double(dy), as_double(v).transpose(-2, -1));
+  const Tensor ds = p * (dp - (p * dp).sum(-1, true)) * scale;  // (B, H, T, S)
+  const Tensor dv_ref = torch::matmul(p.transpose(-2, -1), as_double(dy));
+  const Tensor dq_ref = torch::matmul(ds, as_double(k));
+  const Tensor dk_ref = torch::matmul(ds.transpose(-2, -1), as_double(q));
+  expect_within(dv, dv_ref, torch::matmul(p.transpose(-2, -1), as_double(dy).abs()) * once + 1e-6,
+                "dv");
+  expect_within(dq, dq_ref, torch::matmul(ds.abs(), as_double(k).abs()) * twice + 1e-6, "dq");
+  expect_within(dk, dk_ref,
+                torch::matmul(ds.abs().transpose(-2, -1), as_double(q).abs()) * twice + 1e-6, "dk");
+}
+
+TEST(Bf16Attention, MatchesFloat64OnTheFusedBlocksStridedCausalHeads) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  check_case({2, 3, 64, 64, 32, /*causal=*/true, /*padding=*/false, /*strided=*/true});
+}
+
+TEST(Bf16Attention, MatchesFloat64AtSizesThatAreNotWholeTiles) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  check_case({1, 2, 17, 17, 16, /*causal=*/true});
+  check_case({2, 1, 9, 23, 48});
+  check_case({1, 2, 24, 24, 128, /*causal=*/false, /*padding=*/false, /*strided=*/true});
+}
+
+TEST(Bf16Attention, MatchesFloat64UnderPaddingMasks) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  check_case({2, 2, 40, 40, 32, /*causal=*/false, /*padding=*/true});
+  check_case({2, 2, 130, 130, 64, /*causal=*/true, /*padding=*/true});
+}
+
+TEST(Bf16Attention, AQueryLeftNoKeyIsNan) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  const Tensor q = torch::randn({2, 1, 4, 16}, bf16), k = torch::randn({2, 1, 4, 16}, bf16);
+  const Tensor v = torch::randn({2, 1, 4, 16}, bf16);
+  Tensor padding = torch::zeros({2, 4}, torch::kBool);
+  padding[1].fill_(true);
+  const Tensor y = torch::empty_like(q);
+  bf16_attention_forward({q, k, v, {false, padding}, 0.25}, y);
+  EXPECT_TRUE(y[0].isfinite().all().item<bool>());
+  EXPECT_TRUE(y[1].isnan().all().item<bool>());
+}
+
+TEST(Bf16Attention, RefusesWhatItCannotRun) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  const Tensor q = torch::randn({1, 1, 4, 16}, torch::kBFloat16);
+  const Tensor y = torch::empty_like(q);
+  try {
+    bf16_attention_forward({q.to(torch::kFloat), q, q, {}, 1.0}, y);
+    FAIL() << "float32 q was taken";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("q must be a 4-D bfloat16 CPU tensor"), std::string::npos)
+        << e.what();
+  }
+  const Tensor odd = torch::randn({1, 1, 4, 15}, torch::kBFloat16);
+  EXPECT_THROW(bf16_attention_forward({odd, odd, odd, {}, 1.0}, torch::empty_like(odd)),
+               std::exception);
+  const Tensor transposed = torch::randn({1, 1, 16, 4}, torch::kBFloat16).transpose(2, 3);
+  EXPECT_THROW(bf16_attention_forward({transposed, q, q, {}, 1.0}, y), std::exception);
+}
+
+}  // namespace
+}  // namespace bigbatch::nn

@@ -18,12 +18,14 @@ using torch::Tensor;
   GTEST_SKIP() << "this CPU has no avx512_bf16: the bf16 attention kernels cannot run here"
 
 /// One case: the shape and mask, and whether q, k and v are the strided columns of one
-/// (B, T, 3, H, D) tensor, as a fused qkv product leaves them.
+/// (B, T, 3, H, D) tensor, as a fused qkv product leaves them, or rows D + 1 values apart (their
+/// pairs of values not 32-bit aligned).
 struct Case {
   int64_t batch, heads, queries, keys, head_dim;
   bool causal = false;
   bool padding = false;
   bool strided = false;
+  bool odd_rows = false;
 };
 
 /// The float64 reference: y, the probabilities, and softmax's backward.
@@ -72,6 +74,13 @@ void check_case(const Case& c) {
     q = qkv.select(2, 0).permute({0, 2, 1, 3});
     k = qkv.select(2, 1).permute({0, 2, 1, 3});
     v = qkv.select(2, 2).permute({0, 2, 1, 3});
+  } else if (c.odd_rows) {
+    const auto rows = [&](int64_t n) {
+      return torch::randn({c.batch, c.heads, n, c.head_dim + 1}, bf16).narrow(3, 0, c.head_dim);
+    };
+    q = rows(c.queries);
+    k = rows(c.keys);
+    v = rows(c.keys);
   } else {
     q = torch::randn({c.batch, c.heads, c.queries, c.head_dim}, bf16);
     k = torch::randn({c.batch, c.heads, c.keys, c.head_dim}, bf16);
@@ -129,6 +138,8 @@ TEST(Bf16Attention, MatchesFloat64AtSizesThatAreNotWholeTiles) {
   check_case({1, 2, 17, 17, 16, /*causal=*/true});
   check_case({2, 1, 9, 23, 48});
   check_case({1, 2, 24, 24, 128, /*causal=*/false, /*padding=*/false, /*strided=*/true});
+  check_case({2, 2, 40, 40, 32, /*causal=*/true, /*padding=*/false, /*strided=*/false,
+              /*odd_rows=*/true});
 }
 
 TEST(Bf16Attention, MatchesFloat64UnderPaddingMasks) {

@@ -1,7 +1,8 @@
-// GCC 12 reports the _mm512_undefined_* values inside its own masked intrinsics as
-// maybe-uninitialized once they are inlined; the pragma must come before the headers.
+// GCC 12 reports the _mm512_undefined_* values inside its own intrinsics as uninitialized once
+// they are inlined; the pragmas must come before the headers.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include "bigbatch/nn/bf16_attention.h"
@@ -105,14 +106,33 @@ struct Rows {
   const Bits* row(int64_t r) const { return data + r * stride; }
 };
 
-/// Head (b, h) of a (B, H, rows, D) bf16 tensor.
-Rows head_of(const Tensor& t, int64_t b, int64_t h) {
-  const auto* base = reinterpret_cast<const Bits*>(t.data_ptr<at::BFloat16>());
-  return {base + b * t.stride(0) + h * t.stride(1), t.stride(2), t.size(2), t.size(3)};
-}
-Bits* mutable_row(const Tensor& t, int64_t b, int64_t h, int64_t r) {
-  return reinterpret_cast<Bits*>(t.data_ptr<at::BFloat16>()) + b * t.stride(0) + h * t.stride(1) +
-         r * t.stride(2);
+/// A (B, H, rows, D) bf16 tensor's heads, read once from the tensor (whose accessors cost more
+/// than the arithmetic of a row).
+struct Heads {
+  Bits* data;
+  int64_t batch_stride, head_stride, row_stride, rows, cols;
+  explicit Heads(const Tensor& t)
+      : data(reinterpret_cast<Bits*>(t.data_ptr<at::BFloat16>())),
+        batch_stride(t.stride(0)),
+        head_stride(t.stride(1)),
+        row_stride(t.stride(2)),
+        rows(t.size(2)),
+        cols(t.size(3)) {}
+  Bits* row(int64_t b, int64_t h, int64_t r) const {
+    return data + b * batch_stride + h * head_stride + r * row_stride;
+  }
+  Rows head(int64_t b, int64_t h) const { return {row(b, h, 0), row_stride, rows, cols}; }
+};
+
+/// A buffer of `count` values that the calling thread keeps between calls, one per `kWhich`: the
+/// kernels run for every block of every micro-batch, and fresh buffers would cost an allocation
+/// and its page faults each time. It holds whatever the last call left in it.
+template <class T, int kWhich>
+T* kept_buffer(int64_t count) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < size_t(count))
+    buffer.resize(size_t(count));
+  return buffer.data();
 }
 
 /// dst (rows_pad, cols) bf16, row-major: src's rows, zero below them.
@@ -147,16 +167,55 @@ BB_BF16_TARGET void pair_rows(const Rows& src, Pair* dst, int64_t rows_pad, int6
   }
 }
 
-/// dst (cols, rows) = src (rows, cols)^T, 32-bit values, in 16 x 16 blocks.
-BB_BF16_TARGET void transpose(const Pair* src, int64_t rows, int64_t cols, Pair* dst) {
+/// dst (16, 16) = src (16, 16)^T, 32-bit values, rows `src_stride` and `dst_stride` apart: in
+/// registers, as unpacks of 32 and 64 bits and two shuffles of 128-bit lanes.
+BB_BF16_TARGET void transpose_tile(const Pair* src, int64_t src_stride, Pair* dst,
+                                   int64_t dst_stride) {
+  __m512i rows[16], pairs[16], quads[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    rows[i] = _mm512_loadu_si512(src + i * src_stride);
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    pairs[i] = _mm512_unpacklo_epi32(rows[i], rows[i + 1]);
+    pairs[i + 1] = _mm512_unpackhi_epi32(rows[i], rows[i + 1]);
+  }
+  // quads[4 g + c]: columns c, c + 4, c + 8, c + 12 (one per 128-bit lane) of rows 4 g .. 4 g + 3.
+#pragma GCC unroll 4
+  for (int g = 0; g < 16; g += 4) {
+    quads[g] = _mm512_unpacklo_epi64(pairs[g], pairs[g + 2]);
+    quads[g + 1] = _mm512_unpackhi_epi64(pairs[g], pairs[g + 2]);
+    quads[g + 2] = _mm512_unpacklo_epi64(pairs[g + 1], pairs[g + 3]);
+    quads[g + 3] = _mm512_unpackhi_epi64(pairs[g + 1], pairs[g + 3]);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i even_0 = _mm512_shuffle_i32x4(quads[c], quads[4 + c], 0x88);  // c, c + 8
+    const __m512i odd_0 = _mm512_shuffle_i32x4(quads[c], quads[4 + c], 0xdd);   // c + 4, c + 12
+    const __m512i even_1 = _mm512_shuffle_i32x4(quads[8 + c], quads[12 + c], 0x88);
+    const __m512i odd_1 = _mm512_shuffle_i32x4(quads[8 + c], quads[12 + c], 0xdd);
+    _mm512_storeu_si512(dst + c * dst_stride, _mm512_shuffle_i32x4(even_0, even_1, 0x88));
+    _mm512_storeu_si512(dst + (c + 8) * dst_stride, _mm512_shuffle_i32x4(even_0, even_1, 0xdd));
+    _mm512_storeu_si512(dst + (c + 4) * dst_stride, _mm512_shuffle_i32x4(odd_0, odd_1, 0x88));
+    _mm512_storeu_si512(dst + (c + 12) * dst_stride, _mm512_shuffle_i32x4(odd_0, odd_1, 0xdd));
+  }
+}
+
+/// dst[c][r] = src[r][c] for r < rows and c < cols, rows `src_stride` and `dst_stride` apart:
+/// whole 16 x 16 tiles in registers, the edges one value at a time.
+BB_BF16_TARGET void transpose(const Pair* src, int64_t src_stride, int64_t rows, int64_t cols,
+                              Pair* dst, int64_t dst_stride) {
   constexpr int64_t kTile = 16;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r1 = std::min(rows, r0 + kTile);
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t r = r0; r < r1; ++r)
-          dst[c * rows + r] = src[r * cols + c];
+      if (r0 + kTile <= rows && c0 + kTile <= cols) {
+        transpose_tile(src + r0 * src_stride + c0, src_stride, dst + c0 * dst_stride + r0,
+                       dst_stride);
+        continue;
+      }
+      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+          dst[c * dst_stride + r] = src[r * src_stride + c];
     }
   }
 }
@@ -167,26 +226,22 @@ BB_BF16_TARGET void transpose(const Pair* src, int64_t rows, int64_t cols, Pair*
 BB_BF16_TARGET void pair_columns(const Rows& src, int64_t rows_pad, int64_t cols_pad, Pair* scratch,
                                  Pair* dst) {
   pair_rows(src, scratch, rows_pad, cols_pad);
-  transpose(scratch, rows_pad / 2, cols_pad, dst);
+  transpose(scratch, cols_pad, rows_pad / 2, cols_pad, dst, rows_pad / 2);
 }
 
 /// Pairs along the rows, transposed: the B operand of a product by src^T summing over src's
 /// columns (q k^T, dy v^T). dst[p][r] = (src[r][2p], src[r][2p+1]) for r < width, zero past src.
 BB_BF16_TARGET void transpose_row_pairs(const Rows& src, Pair* dst, int64_t width) {
   const int64_t pairs = src.cols / 2;
-  for (int64_t r = 0; r < width; ++r) {
-    if (r < src.rows) {
-      const Bits* row = src.row(r);
-      for (int64_t p = 0; p < pairs; ++p) {
-        Pair value;
-        std::memcpy(&value, row + 2 * p, sizeof value);
-        dst[p * width + r] = value;
-      }
-    } else {
+  if (src.stride % 2 == 0 && reinterpret_cast<uintptr_t>(src.data) % alignof(Pair) == 0) {
+    transpose(reinterpret_cast<const Pair*>(src.data), src.stride / 2, src.rows, pairs, dst, width);
+  } else {  // rows whose pairs are not 32-bit aligned
+    for (int64_t r = 0; r < src.rows; ++r)
       for (int64_t p = 0; p < pairs; ++p)
-        dst[p * width + r] = 0;
-    }
+        std::memcpy(dst + p * width + r, src.row(r) + 2 * p, sizeof(Pair));
   }
+  for (int64_t p = 0; p < pairs; ++p)
+    std::fill(dst + p * width + src.rows, dst + (p + 1) * width, Pair(0));
 }
 
 /// c[r][n] = sum over p in [begin, end) of a[r][p] . b[p][n], for r < kBlockRows and
@@ -277,11 +332,17 @@ BB_BF16_TARGET void store_bf16(Bits* out, __m512 v, __mmask16 lanes) {
   _mm256_mask_storeu_epi16(out, lanes, bits);
 }
 
-/// A float row's first `count` values rounded to bf16 into out.
-BB_BF16_TARGET void round_row(const float* in, int64_t count, Bits* out) {
-  for (int64_t j = 0; j < count; j += kLanes) {
-    const __mmask16 lanes = lanes_below(j, count);
-    store_bf16(out + j, _mm512_maskz_loadu_ps(lanes, in + j), lanes);
+/// Rows r0 .. r0 + kBlockRows (those `to` has) of head (b, h) of `to`, rounded to bf16 from the
+/// float rows of `in` (row stride in_stride).
+BB_BF16_TARGET void store_block(const float* in, int64_t in_stride, const Heads& to, int64_t b,
+                                int64_t h, int64_t r0) {
+  for (int64_t r = r0; r < std::min(to.rows, r0 + kBlockRows); ++r) {
+    const float* values = in + (r - r0) * in_stride;
+    Bits* out = to.row(b, h, r);
+    for (int64_t j = 0; j < to.cols; j += kLanes) {
+      const __mmask16 lanes = lanes_below(j, to.cols);
+      store_bf16(out + j, _mm512_maskz_loadu_ps(lanes, values + j), lanes);
+    }
   }
 }
 
@@ -389,110 +450,111 @@ std::vector<float> key_biases(const Bf16AttentionMask& mask, const Shape& s, int
   return biases;
 }
 
-BB_BF16_TARGET void forward_heads(const Bf16AttentionInputs& in, const Shape& s,
-                                  const float* biases, const Tensor& probs, const Tensor& y,
-                                  int64_t begin, int64_t end) {
+/// What forward_heads reads and writes, read once from the tensors.
+struct ForwardOperands {
+  Heads q, k, v, y;
+  Bits* probs;          // (B, H, T, S), contiguous
+  const float* biases;  // key_biases()
+  bool causal;
+  float scale;
+};
+
+BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int64_t begin,
+                                  int64_t end) {
   const Padded pad(s);
   const int64_t half_dim = s.head_dim / 2;
-  const float scale = float(in.scale);
-  std::vector<Bits> q_rows(size_t(pad.queries * s.head_dim));
-  std::vector<Pair> k_pairs(size_t(half_dim * pad.keys));     // (D/2, S)
-  std::vector<Pair> v_pairs(size_t(pad.keys / 2 * pad.dim));  // (S/2, D)
-  std::vector<float> scores(size_t(kBlockRows * pad.keys));   // a row block's
-  std::vector<Bits> p_rows(size_t(kBlockRows * pad.keys));    // a row block's
-  std::vector<float> out(size_t(kBlockRows * pad.dim));       // a row block's
-  auto* probs_data = reinterpret_cast<Bits*>(probs.data_ptr<at::BFloat16>());
+  Bits* q_rows = kept_buffer<Bits, 0>(pad.queries * s.head_dim);  // (T, D)
+  Pair* k_t = kept_buffer<Pair, 1>(half_dim * pad.keys);          // (D/2, S)
+  Pair* v_pairs = kept_buffer<Pair, 2>(pad.keys / 2 * pad.dim);   // (S/2, D)
+  float* scores = kept_buffer<float, 3>(kBlockRows * pad.keys);   // a row block's
+  Bits* p_rows = kept_buffer<Bits, 4>(kBlockRows * pad.keys);     // a row block's
+  float* out = kept_buffer<float, 5>(kBlockRows * pad.dim);       // a row block's
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
-    copy_rows(head_of(in.q, b, h), q_rows.data(), pad.queries);
-    transpose_row_pairs(head_of(in.k, b, h), k_pairs.data(), pad.keys);
-    pair_rows(head_of(in.v, b, h), v_pairs.data(), pad.keys, pad.dim);
-    const float* bias = biases + b * pad.keys;
-    const auto* q_pairs = reinterpret_cast<const Pair*>(q_rows.data());
+    copy_rows(op.q.head(b, h), q_rows, pad.queries);
+    transpose_row_pairs(op.k.head(b, h), k_t, pad.keys);
+    pair_rows(op.v.head(b, h), v_pairs, pad.keys, pad.dim);
+    const float* bias = op.biases + b * pad.keys;
     for (int64_t i0 = 0; i0 < s.queries; i0 += kBlockRows) {
-      times_keys(q_pairs, k_pairs.data(), s, pad, in.mask.causal, i0, scores.data());
+      times_keys(reinterpret_cast<const Pair*>(q_rows), k_t, s, pad, op.causal, i0, scores);
       for (int64_t r = 0; r < kBlockRows; ++r) {
         const int64_t i = i0 + r;
-        Bits* p = p_rows.data() + r * pad.keys;
+        Bits* p = p_rows + r * pad.keys;
         if (i >= s.queries) {
           std::memset(p, 0, size_t(pad.keys) * sizeof(Bits));
           continue;
         }
-        softmax_row(scores.data() + r * pad.keys, bias, keys_of_query(s, in.mask.causal, i), scale,
-                    p, pad.keys);
-        std::memcpy(probs_data + (bh * s.queries + i) * s.keys, p, size_t(s.keys) * sizeof(Bits));
+        softmax_row(scores + r * pad.keys, bias, keys_of_query(s, op.causal, i), op.scale, p,
+                    pad.keys);
+        std::memcpy(op.probs + (bh * s.queries + i) * s.keys, p, size_t(s.keys) * sizeof(Bits));
       }
-      product_rows(reinterpret_cast<const Pair*>(p_rows.data()), pad.keys / 2, v_pairs.data(),
-                   pad.dim, 0, key_pairs_weighed(s, pad, in.mask.causal, i0), pad.dim / kLanes,
-                   out.data(), pad.dim);
-      for (int64_t r = 0; r < kBlockRows && i0 + r < s.queries; ++r)
-        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(y, b, h, i0 + r));
+      product_rows(reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
+                   key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim);
+      store_block(out, pad.dim, op.y, b, h, i0);
     }
   }
 }
 
-BB_BF16_TARGET void backward_heads(const Bf16AttentionInputs& in, const Shape& s,
-                                   const Tensor& probs, const Tensor& dy,
-                                   const Bf16AttentionGradients& grads, int64_t begin,
+/// What backward_heads reads and writes, read once from the tensors.
+struct BackwardOperands {
+  Heads q, k, v, dy, dq, dk, dv;
+  const Bits* probs;  // (B, H, T, S), contiguous
+  bool causal;
+  float scale;
+};
+
+BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, int64_t begin,
                                    int64_t end) {
   const Padded pad(s);
   const int64_t half_dim = s.head_dim / 2, query_pairs = pad.queries / 2;
-  const float scale = float(in.scale);
-  std::vector<Bits> dy_rows(size_t(pad.queries * s.head_dim));  // (T, D)
-  std::vector<Pair> v_t(size_t(half_dim * pad.keys));           // (D/2, S)
-  std::vector<Pair> k_pairs(size_t(pad.keys / 2 * pad.dim));    // (S/2, D)
-  std::vector<Pair> q_pairs(size_t(query_pairs * pad.dim));     // (T/2, D)
-  std::vector<Pair> dy_pairs(size_t(query_pairs * pad.dim));    // (T/2, D)
-  std::vector<Bits> ds(size_t(pad.queries * pad.keys));         // (T, S)
-  std::vector<Pair> p_t(size_t(pad.keys * query_pairs));        // (S, T/2)
-  std::vector<Pair> ds_t(size_t(pad.keys * query_pairs));       // (S, T/2)
-  std::vector<Pair> scratch(size_t(query_pairs * pad.keys));    // (T/2, S)
-  std::vector<float> dp(size_t(kBlockRows * pad.keys));         // a row block's
-  std::vector<float> out(size_t(kBlockRows * pad.dim));         // a row block's
-  const auto* probs_data = reinterpret_cast<const Bits*>(probs.data_ptr<at::BFloat16>());
+  Bits* dy_rows = kept_buffer<Bits, 10>(pad.queries * s.head_dim);  // (T, D)
+  Pair* v_t = kept_buffer<Pair, 11>(half_dim * pad.keys);           // (D/2, S)
+  Pair* k_pairs = kept_buffer<Pair, 12>(pad.keys / 2 * pad.dim);    // (S/2, D)
+  Pair* q_pairs = kept_buffer<Pair, 13>(query_pairs * pad.dim);     // (T/2, D)
+  Pair* dy_pairs = kept_buffer<Pair, 14>(query_pairs * pad.dim);    // (T/2, D)
+  Bits* ds = kept_buffer<Bits, 15>(pad.queries * pad.keys);         // (T, S)
+  Pair* p_t = kept_buffer<Pair, 16>(pad.keys * query_pairs);        // (S, T/2)
+  Pair* ds_t = kept_buffer<Pair, 17>(pad.keys * query_pairs);       // (S, T/2)
+  Pair* scratch = kept_buffer<Pair, 18>(query_pairs * pad.keys);    // (T/2, S)
+  float* dp = kept_buffer<float, 19>(kBlockRows * pad.keys);        // a row block's
+  float* out = kept_buffer<float, 20>(kBlockRows * pad.dim);        // a row block's
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
-    const Rows p_head{probs_data + bh * s.queries * s.keys, s.keys, s.queries, s.keys};
-    const Rows dy_head = head_of(dy, b, h);
-    copy_rows(dy_head, dy_rows.data(), pad.queries);
-    transpose_row_pairs(head_of(in.v, b, h), v_t.data(), pad.keys);
-    pair_rows(head_of(in.k, b, h), k_pairs.data(), pad.keys, pad.dim);
-    pair_rows(head_of(in.q, b, h), q_pairs.data(), pad.queries, pad.dim);
-    pair_rows(dy_head, dy_pairs.data(), pad.queries, pad.dim);
+    const Rows p_head{op.probs + bh * s.queries * s.keys, s.keys, s.queries, s.keys};
+    const Rows dy_head = op.dy.head(b, h);
+    copy_rows(dy_head, dy_rows, pad.queries);
+    transpose_row_pairs(op.v.head(b, h), v_t, pad.keys);
+    pair_rows(op.k.head(b, h), k_pairs, pad.keys, pad.dim);
+    pair_rows(op.q.head(b, h), q_pairs, pad.queries, pad.dim);
+    pair_rows(dy_head, dy_pairs, pad.queries, pad.dim);
     // Row blocks of queries: d probs, d scores, then dq.
-    const auto* dy_a = reinterpret_cast<const Pair*>(dy_rows.data());
     for (int64_t i0 = 0; i0 < pad.queries; i0 += kBlockRows) {
-      times_keys(dy_a, v_t.data(), s, pad, in.mask.causal, i0, dp.data());
+      times_keys(reinterpret_cast<const Pair*>(dy_rows), v_t, s, pad, op.causal, i0, dp);
       for (int64_t r = 0; r < kBlockRows; ++r) {
         const int64_t i = i0 + r;
-        Bits* ds_row = ds.data() + i * pad.keys;
+        Bits* ds_row = ds + i * pad.keys;
         if (i < s.queries)
-          softmax_backward_row(dp.data() + r * pad.keys, p_head.row(i),
-                               keys_of_query(s, in.mask.causal, i), scale, ds_row, pad.keys);
+          softmax_backward_row(dp + r * pad.keys, p_head.row(i), keys_of_query(s, op.causal, i),
+                               op.scale, ds_row, pad.keys);
         else
           std::memset(ds_row, 0, size_t(pad.keys) * sizeof(Bits));
       }
-      product_rows(reinterpret_cast<const Pair*>(ds.data() + i0 * pad.keys), pad.keys / 2,
-                   k_pairs.data(), pad.dim, 0, key_pairs_weighed(s, pad, in.mask.causal, i0),
-                   pad.dim / kLanes, out.data(), pad.dim);
-      for (int64_t r = 0; r < kBlockRows && i0 + r < s.queries; ++r)
-        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(grads.dq, b, h, i0 + r));
+      product_rows(reinterpret_cast<const Pair*>(ds + i0 * pad.keys), pad.keys / 2, k_pairs,
+                   pad.dim, 0, key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out,
+                   pad.dim);
+      store_block(out, pad.dim, op.dq, b, h, i0);
     }
     // Row blocks of keys: dv = P^T dy and dk = dS^T q, over the queries that see the keys.
-    pair_columns(p_head, pad.queries, pad.keys, scratch.data(), p_t.data());
-    pair_columns(Rows{ds.data(), pad.keys, pad.queries, pad.keys}, pad.queries, pad.keys,
-                 scratch.data(), ds_t.data());
+    pair_columns(p_head, pad.queries, pad.keys, scratch, p_t);
+    pair_columns(Rows{ds, pad.keys, pad.queries, pad.keys}, pad.queries, pad.keys, scratch, ds_t);
     for (int64_t j0 = 0; j0 < s.keys; j0 += kBlockRows) {
-      const int64_t first =
-          in.mask.causal ? j0 / 2 : 0;  // the query pair of the first that sees j0
-      product_rows(p_t.data() + j0 * query_pairs, query_pairs, dy_pairs.data(), pad.dim, first,
-                   query_pairs, pad.dim / kLanes, out.data(), pad.dim);
-      for (int64_t r = 0; r < kBlockRows && j0 + r < s.keys; ++r)
-        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(grads.dv, b, h, j0 + r));
-      product_rows(ds_t.data() + j0 * query_pairs, query_pairs, q_pairs.data(), pad.dim, first,
-                   query_pairs, pad.dim / kLanes, out.data(), pad.dim);
-      for (int64_t r = 0; r < kBlockRows && j0 + r < s.keys; ++r)
-        round_row(out.data() + r * pad.dim, s.head_dim, mutable_row(grads.dk, b, h, j0 + r));
+      const int64_t first = op.causal ? j0 / 2 : 0;  // the pair of the first query that sees j0
+      product_rows(p_t + j0 * query_pairs, query_pairs, dy_pairs, pad.dim, first, query_pairs,
+                   pad.dim / kLanes, out, pad.dim);
+      store_block(out, pad.dim, op.dv, b, h, j0);
+      product_rows(ds_t + j0 * query_pairs, query_pairs, q_pairs, pad.dim, first, query_pairs,
+                   pad.dim / kLanes, out, pad.dim);
+      store_block(out, pad.dim, op.dk, b, h, j0);
     }
   }
 }
@@ -508,9 +570,16 @@ Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const Tensor& y
                               inputs.q.options());  // (B, H, T, S)
 #if BB_BF16_ATTENTION
   const std::vector<float> biases = key_biases(inputs.mask, s, Padded(s).keys);
-  at::parallel_for(0, s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
-    forward_heads(inputs, s, biases.data(), probs, y, begin, end);
-  });
+  const ForwardOperands op{Heads(inputs.q),
+                           Heads(inputs.k),
+                           Heads(inputs.v),
+                           Heads(y),
+                           reinterpret_cast<Bits*>(probs.data_ptr<at::BFloat16>()),
+                           biases.data(),
+                           inputs.mask.causal,
+                           float(inputs.scale)};
+  at::parallel_for(0, s.batch * s.heads, 1,
+                   [&](int64_t begin, int64_t end) { forward_heads(op, s, begin, end); });
 #endif
   return probs;
 }
@@ -526,9 +595,14 @@ void bf16_attention_backward(const Bf16AttentionInputs& inputs, const Tensor& pr
   BB_CHECK(probs.is_contiguous(),
            "bf16 attention: probs must be contiguous, as forward returns it");
 #if BB_BF16_ATTENTION
-  at::parallel_for(0, s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
-    backward_heads(inputs, s, probs, dy, gradients, begin, end);
-  });
+  const BackwardOperands op{
+      Heads(inputs.q),     Heads(inputs.k),
+      Heads(inputs.v),     Heads(dy),
+      Heads(gradients.dq), Heads(gradients.dk),
+      Heads(gradients.dv), reinterpret_cast<const Bits*>(probs.data_ptr<at::BFloat16>()),
+      inputs.mask.causal,  float(inputs.scale)};
+  at::parallel_for(0, s.batch * s.heads, 1,
+                   [&](int64_t begin, int64_t end) { backward_heads(op, s, begin, end); });
 #endif
 }
 

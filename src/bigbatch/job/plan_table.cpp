@@ -7,6 +7,7 @@
 #include "bigbatch/core/device.h"
 #include "bigbatch/memory/device_memory.h"
 #include "bigbatch/models/model_info.h"
+#include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/precision.h"
 
@@ -98,12 +99,17 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
   const nn::AttentionKernel attention = nn::resolve_attention_kernel(
       options.attention, {cpu, options.precision == nn::Precision::kBf16, w.attention_keys});
   if (w.attention_keys > 0) {
-    table.add(
-        "attention", nn::to_string(attention),
-        cat(attention == nn::AttentionKernel::kFused ? "LibTorch's scaled_dot_product_attention"
-                                                     : "masked product, softmax, product",
-            " over ", w.attention_keys, " keys (attention = \"", nn::to_string(options.attention),
-            "\")"));
+    const bool bf16_kernels =
+        cpu && options.precision == nn::Precision::kBf16 && nn::bf16_attention_available();
+    const char* how = attention == nn::AttentionKernel::kFused
+                          ? "LibTorch's scaled_dot_product_attention"
+                          : (bf16_kernels ? "bf16 attention kernels, one pass per head (with "
+                                            "dropout or grouped keys: masked product, softmax, "
+                                            "product)"
+                                          : "masked product, softmax, product");
+    table.add("attention", nn::to_string(attention),
+              cat(how, " over ", w.attention_keys, " keys (attention = \"",
+                  nn::to_string(options.attention), "\")"));
   }
   if (w.pre_ln_block_dropout)
     add_block_row(table, options, *w.pre_ln_block_dropout, cpu, attention);

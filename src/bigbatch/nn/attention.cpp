@@ -1,5 +1,7 @@
 #include "bigbatch/nn/attention.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -7,6 +9,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::nn {
@@ -31,9 +34,78 @@ torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int6
   return blocked;
 }
 
+/// The bf16 attention kernels as one autograd node: q, k and v rounded to bf16 as autocast's
+/// products would round them, y in bf16, each gradient in its operand's dtype.
+struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
+  // q (B, H, T, D), k and v (B, H, S, D); padding (B, S) bool, or empty for none -> (B, H, T, D)
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                               const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& padding, bool causal) {
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
+    const Bf16AttentionInputs in = inputs(q.to(torch::kBFloat16), k.to(torch::kBFloat16),
+                                          v.to(torch::kBFloat16), padding, causal);
+    const torch::Tensor y = torch::empty(q.sizes(), q.options().dtype(torch::kBFloat16));
+    const torch::Tensor probs = bf16_attention_forward(in, y);  // (B, H, T, S)
+    ctx->save_for_backward({in.q, in.k, in.v, probs, padding});
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["dtypes"] = std::vector<int64_t>{
+        int64_t(q.scalar_type()), int64_t(k.scalar_type()), int64_t(v.scalar_type())};
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    BB_CHECK(!torch::GradMode::is_enabled(),
+             "the bf16 attention kernels have no second derivative (backward with create_graph); "
+             "set model.attention = \"fused\" or run outside bf16 autocast");
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const Bf16AttentionInputs in =
+        inputs(saved[0], saved[1], saved[2], saved[4], ctx->saved_data["causal"].toBool());
+    const Bf16AttentionGradients gradients{torch::empty_like(in.q), torch::empty_like(in.k),
+                                           torch::empty_like(in.v)};
+    bf16_attention_backward(in, saved[3], grads[0].to(torch::kBFloat16), gradients);
+    const std::vector<int64_t> dtypes = ctx->saved_data["dtypes"].toIntVector();
+    return {gradients.dq.to(torch::ScalarType(dtypes[0])),
+            gradients.dk.to(torch::ScalarType(dtypes[1])),
+            gradients.dv.to(torch::ScalarType(dtypes[2])), torch::Tensor(), torch::Tensor()};
+  }
+
+  static Bf16AttentionInputs inputs(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, const torch::Tensor& padding,
+                                    bool causal) {
+    return {q,
+            k,
+            v,
+            {causal, padding.numel() == 0 ? torch::Tensor() : padding},
+            1.0 / std::sqrt(double(q.size(3)))};
+  }
+};
+
+/// Whether the composite attention of these operands runs on the bf16 attention kernels: CPU
+/// bf16 autocast on a CPU that has them, as many key as query heads, an even head dimension,
+/// float32 or bf16 operands, and no dropout.
+bool on_bf16_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     double dropout, bool training) {
+  if (!q.device().is_cpu() || !compat::autocast_enabled(torch::kCPU) ||
+      compat::autocast_dtype(torch::kCPU) != torch::kBFloat16 || !bf16_attention_available())
+    return false;
+  for (const torch::Tensor* t : {&q, &k, &v})
+    if (t->scalar_type() != torch::kFloat && t->scalar_type() != torch::kBFloat16)
+      return false;
+  return q.size(1) == k.size(1) && q.size(3) % 2 == 0 && (dropout == 0.0 || !training);
+}
+
 torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const AttentionMask& attention_mask,
                                   double dropout, bool training) {
+  if (on_bf16_kernels(q, k, v, dropout, training)) {
+    const torch::Tensor padding =
+        attention_mask.padding.defined()
+            ? attention_mask.padding.to(torch::kBool)
+            : torch::empty({0}, q.options().dtype(torch::kBool));  // 1.13 takes no undefined
+    return Bf16KernelAttention::apply(q, k, v, padding, attention_mask.causal);
+  }
   const int64_t batch = q.size(0);
   const int64_t heads = q.size(1);
   const int64_t kv_heads = k.size(1);

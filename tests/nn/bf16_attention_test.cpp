@@ -142,6 +142,13 @@ TEST(Bf16Attention, MatchesFloat64AtSizesThatAreNotWholeTiles) {
               /*odd_rows=*/true});
 }
 
+TEST(Bf16Attention, MatchesFloat64ForOneQueryAndForContextsPastTheKeptBuffers) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  check_case({3, 2, 1, 20, 32, /*causal=*/false, /*padding=*/true});  // a first-token query
+  // 1100 keys: the (T, S) buffers of backward, 2.4 MB each, are allocated per call.
+  check_case({1, 1, 1100, 1100, 16, /*causal=*/true});
+}
+
 TEST(Bf16Attention, MatchesFloat64UnderPaddingMasks) {
   SKIP_WITHOUT_BF16_ATTENTION();
   check_case({2, 2, 40, 40, 32, /*causal=*/false, /*padding=*/true});

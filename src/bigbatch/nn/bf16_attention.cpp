@@ -124,16 +124,33 @@ struct Heads {
   Rows head(int64_t b, int64_t h) const { return {row(b, h, 0), row_stride, rows, cols}; }
 };
 
-/// A buffer of `count` values that the calling thread keeps between calls, one per `kWhich`: the
-/// kernels run for every block of every micro-batch, and fresh buffers would cost an allocation
-/// and its page faults each time. It holds whatever the last call left in it.
+/// Buffers up to this size are kept by each thread between calls (the kernels run for every block
+/// of every micro-batch, and fresh buffers would cost an allocation and its page faults each
+/// time); larger ones, of long contexts, are allocated per call and freed.
+constexpr size_t kKeptBytes = size_t(1) << 20;
+
+/// `count` values of scratch memory, one per `kWhich`: the calling thread's kept buffer, or one of
+/// its own when larger than kKeptBytes. It holds whatever the last call left in it.
 template <class T, int kWhich>
-T* kept_buffer(int64_t count) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < size_t(count))
-    buffer.resize(size_t(count));
-  return buffer.data();
-}
+class Scratch {
+ public:
+  explicit Scratch(int64_t count) {
+    if (size_t(count) * sizeof(T) > kKeptBytes) {
+      own_.resize(size_t(count));
+      data_ = own_.data();
+      return;
+    }
+    thread_local std::vector<T> kept;
+    if (kept.size() < size_t(count))
+      kept.resize(size_t(count));
+    data_ = kept.data();
+  }
+  T* get() const { return data_; }
+
+ private:
+  std::vector<T> own_;
+  T* data_ = nullptr;
+};
 
 /// dst (rows_pad, cols) bf16, row-major: src's rows, zero below them.
 BB_BF16_TARGET void copy_rows(const Rows& src, Bits* dst, int64_t rows_pad) {
@@ -463,12 +480,18 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
                                   int64_t end) {
   const Padded pad(s);
   const int64_t half_dim = s.head_dim / 2;
-  Bits* q_rows = kept_buffer<Bits, 0>(pad.queries * s.head_dim);  // (T, D)
-  Pair* k_t = kept_buffer<Pair, 1>(half_dim * pad.keys);          // (D/2, S)
-  Pair* v_pairs = kept_buffer<Pair, 2>(pad.keys / 2 * pad.dim);   // (S/2, D)
-  float* scores = kept_buffer<float, 3>(kBlockRows * pad.keys);   // a row block's
-  Bits* p_rows = kept_buffer<Bits, 4>(kBlockRows * pad.keys);     // a row block's
-  float* out = kept_buffer<float, 5>(kBlockRows * pad.dim);       // a row block's
+  const Scratch<Bits, 0> q_rows_memory(pad.queries * s.head_dim);  // (T, D)
+  Bits* q_rows = q_rows_memory.get();
+  const Scratch<Pair, 1> k_t_memory(half_dim * pad.keys);  // (D/2, S)
+  Pair* k_t = k_t_memory.get();
+  const Scratch<Pair, 2> v_pairs_memory(pad.keys / 2 * pad.dim);  // (S/2, D)
+  Pair* v_pairs = v_pairs_memory.get();
+  const Scratch<float, 3> scores_memory(kBlockRows * pad.keys);  // a row block's
+  float* scores = scores_memory.get();
+  const Scratch<Bits, 4> p_rows_memory(kBlockRows * pad.keys);  // a row block's
+  Bits* p_rows = p_rows_memory.get();
+  const Scratch<float, 5> out_memory(kBlockRows * pad.dim);  // a row block's
+  float* out = out_memory.get();
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     copy_rows(op.q.head(b, h), q_rows, pad.queries);
@@ -507,17 +530,28 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
                                    int64_t end) {
   const Padded pad(s);
   const int64_t half_dim = s.head_dim / 2, query_pairs = pad.queries / 2;
-  Bits* dy_rows = kept_buffer<Bits, 10>(pad.queries * s.head_dim);  // (T, D)
-  Pair* v_t = kept_buffer<Pair, 11>(half_dim * pad.keys);           // (D/2, S)
-  Pair* k_pairs = kept_buffer<Pair, 12>(pad.keys / 2 * pad.dim);    // (S/2, D)
-  Pair* q_pairs = kept_buffer<Pair, 13>(query_pairs * pad.dim);     // (T/2, D)
-  Pair* dy_pairs = kept_buffer<Pair, 14>(query_pairs * pad.dim);    // (T/2, D)
-  Bits* ds = kept_buffer<Bits, 15>(pad.queries * pad.keys);         // (T, S)
-  Pair* p_t = kept_buffer<Pair, 16>(pad.keys * query_pairs);        // (S, T/2)
-  Pair* ds_t = kept_buffer<Pair, 17>(pad.keys * query_pairs);       // (S, T/2)
-  Pair* scratch = kept_buffer<Pair, 18>(query_pairs * pad.keys);    // (T/2, S)
-  float* dp = kept_buffer<float, 19>(kBlockRows * pad.keys);        // a row block's
-  float* out = kept_buffer<float, 20>(kBlockRows * pad.dim);        // a row block's
+  const Scratch<Bits, 10> dy_rows_memory(pad.queries * s.head_dim);  // (T, D)
+  Bits* dy_rows = dy_rows_memory.get();
+  const Scratch<Pair, 11> v_t_memory(half_dim * pad.keys);  // (D/2, S)
+  Pair* v_t = v_t_memory.get();
+  const Scratch<Pair, 12> k_pairs_memory(pad.keys / 2 * pad.dim);  // (S/2, D)
+  Pair* k_pairs = k_pairs_memory.get();
+  const Scratch<Pair, 13> q_pairs_memory(query_pairs * pad.dim);  // (T/2, D)
+  Pair* q_pairs = q_pairs_memory.get();
+  const Scratch<Pair, 14> dy_pairs_memory(query_pairs * pad.dim);  // (T/2, D)
+  Pair* dy_pairs = dy_pairs_memory.get();
+  const Scratch<Bits, 15> ds_memory(pad.queries * pad.keys);  // (T, S)
+  Bits* ds = ds_memory.get();
+  const Scratch<Pair, 16> p_t_memory(pad.keys * query_pairs);  // (S, T/2)
+  Pair* p_t = p_t_memory.get();
+  const Scratch<Pair, 17> ds_t_memory(pad.keys * query_pairs);  // (S, T/2)
+  Pair* ds_t = ds_t_memory.get();
+  const Scratch<Pair, 18> scratch_memory(query_pairs * pad.keys);  // (T/2, S)
+  Pair* scratch = scratch_memory.get();
+  const Scratch<float, 19> dp_memory(kBlockRows * pad.keys);  // a row block's
+  float* dp = dp_memory.get();
+  const Scratch<float, 20> out_memory(kBlockRows * pad.dim);  // a row block's
+  float* out = out_memory.get();
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const Rows p_head{op.probs + bh * s.queries * s.keys, s.keys, s.queries, s.keys};

@@ -121,44 +121,45 @@ TEST(Attention, CompositeUnderBf16AutocastRunsTheBf16KernelsAsOneNode) {
   if (!bf16_attention_available())
     GTEST_SKIP() << "this CPU has no avx512_bf16: the composite runs LibTorch's bf16 products";
   const ScopedAttentionKernel choice(AttentionKernel::kComposite);
-  for (const NamedMask& named : every_mask()) {
-    SCOPED_TRACE(named.what);
-    torch::manual_seed(11);
-    // float32 operands, as a Linear outside autocast or a rotary embedding leaves them.
-    const auto leaf = [] {
-      return torch::randn({kBatch, kTime, kHeads, kHeadDim}).requires_grad_();
-    };
-    const torch::Tensor q = leaf(), k = leaf(), v = leaf();
-    torch::Tensor output;
-    {
-      const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
-      output = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                            named.mask, 0.0, true);
+  for (const int64_t key_heads : {kHeads, int64_t(1)})
+    for (const NamedMask& named : every_mask()) {
+      SCOPED_TRACE(::testing::Message() << named.what << ", " << key_heads << " key heads");
+      torch::manual_seed(11);
+      // float32 operands, as a Linear outside autocast or a rotary embedding leaves them.
+      const auto leaf = [](int64_t heads) {
+        return torch::randn({kBatch, kTime, heads, kHeadDim}).requires_grad_();
+      };
+      const torch::Tensor q = leaf(kHeads), k = leaf(key_heads), v = leaf(key_heads);
+      torch::Tensor output;
+      {
+        const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
+        output = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                              v.transpose(1, 2), named.mask, 0.0, true);
+      }
+      EXPECT_EQ(output.scalar_type(), torch::kBFloat16);
+      ASSERT_TRUE(output.grad_fn());
+      EXPECT_NE(output.grad_fn()->name().find("Bf16KernelAttention"), std::string::npos)
+          << output.grad_fn()->name();
+      const torch::Tensor d_output = torch::randn(output.sizes()).to(torch::kBFloat16);
+      output.backward(d_output);
+      for (const torch::Tensor* t : {&q, &k, &v})
+        EXPECT_EQ(t->grad().scalar_type(), torch::kFloat);
+      // float64 on the operands rounded to bf16, as autocast's products read them: within bf16's
+      // roundings (2^-8 each) of the probabilities, the score gradients and the results.
+      const auto rounded = [](const torch::Tensor& t) {
+        return t.detach().to(torch::kBFloat16).to(torch::kFloat64).transpose(1, 2).requires_grad_();
+      };
+      const torch::Tensor q64 = rounded(q), k64 = rounded(k), v64 = rounded(v);
+      const ScopedAttentionKernel composite(AttentionKernel::kComposite);
+      const torch::Tensor expected =
+          scaled_dot_product_attention(q64, k64, v64, named.mask, 0.0, true);
+      expected.backward(d_output.to(torch::kFloat64));
+      const double tolerance = 4.0 / 256.0;
+      EXPECT_LE(testing::relative_difference(output.to(torch::kFloat64), expected), tolerance);
+      EXPECT_LE(testing::relative_difference(q.grad().transpose(1, 2), q64.grad()), tolerance);
+      EXPECT_LE(testing::relative_difference(k.grad().transpose(1, 2), k64.grad()), tolerance);
+      EXPECT_LE(testing::relative_difference(v.grad().transpose(1, 2), v64.grad()), tolerance);
     }
-    EXPECT_EQ(output.scalar_type(), torch::kBFloat16);
-    ASSERT_TRUE(output.grad_fn());
-    EXPECT_NE(output.grad_fn()->name().find("Bf16KernelAttention"), std::string::npos)
-        << output.grad_fn()->name();
-    const torch::Tensor d_output = torch::randn(output.sizes()).to(torch::kBFloat16);
-    output.backward(d_output);
-    for (const torch::Tensor* t : {&q, &k, &v})
-      EXPECT_EQ(t->grad().scalar_type(), torch::kFloat);
-    // float64 on the operands rounded to bf16, as autocast's products read them: within bf16's
-    // roundings (2^-8 each) of the probabilities, the score gradients and the results.
-    const auto rounded = [](const torch::Tensor& t) {
-      return t.detach().to(torch::kBFloat16).to(torch::kFloat64).transpose(1, 2).requires_grad_();
-    };
-    const torch::Tensor q64 = rounded(q), k64 = rounded(k), v64 = rounded(v);
-    const ScopedAttentionKernel composite(AttentionKernel::kComposite);
-    const torch::Tensor expected =
-        scaled_dot_product_attention(q64, k64, v64, named.mask, 0.0, true);
-    expected.backward(d_output.to(torch::kFloat64));
-    const double tolerance = 4.0 / 256.0;
-    EXPECT_LE(testing::relative_difference(output.to(torch::kFloat64), expected), tolerance);
-    EXPECT_LE(testing::relative_difference(q.grad().transpose(1, 2), q64.grad()), tolerance);
-    EXPECT_LE(testing::relative_difference(k.grad().transpose(1, 2), k64.grad()), tolerance);
-    EXPECT_LE(testing::relative_difference(v.grad().transpose(1, 2), v64.grad()), tolerance);
-  }
 }
 
 TEST(Attention, AutoTakesTheFusedKernelOnGpusAndForLongSequencesOnTheCpu) {

@@ -26,6 +26,7 @@ struct Case {
   bool padding = false;
   bool strided = false;
   bool odd_rows = false;
+  int64_t key_heads = 0;  // 0: as many as query heads
 };
 
 /// The float64 reference: y, the probabilities, and softmax's backward.
@@ -82,10 +83,20 @@ void check_case(const Case& c) {
     k = rows(c.keys);
     v = rows(c.keys);
   } else {
+    const int64_t key_heads = c.key_heads > 0 ? c.key_heads : c.heads;
     q = torch::randn({c.batch, c.heads, c.queries, c.head_dim}, bf16);
-    k = torch::randn({c.batch, c.heads, c.keys, c.head_dim}, bf16);
-    v = torch::randn({c.batch, c.heads, c.keys, c.head_dim}, bf16);
+    k = torch::randn({c.batch, key_heads, c.keys, c.head_dim}, bf16);
+    v = torch::randn({c.batch, key_heads, c.keys, c.head_dim}, bf16);
   }
+  // Grouped keys: the reference repeats each key head for its query heads, and sums their
+  // gradients back.
+  const int64_t groups = c.heads / k.size(1);
+  const auto repeated = [groups](const Tensor& t) {  // (B, KV, S, D) -> (B, H, S, D), float64
+    return as_double(t).repeat_interleave(groups, 1);
+  };
+  const auto summed = [groups](const Tensor& t) {  // (B, H, S, D) -> (B, KV, S, D)
+    return t.view({t.size(0), t.size(1) / groups, groups, t.size(2), t.size(3)}).sum(2);
+  };
   Tensor padding;
   if (c.padding) {  // the last third of the keys of batch entry 0, every other key of entry 1
     padding = torch::zeros({c.batch, c.keys}, torch::kBool);
@@ -101,13 +112,13 @@ void check_case(const Case& c) {
   // more covers float32's exp and sums.
   const Tensor y = torch::full({c.batch, c.heads, c.queries, c.head_dim}, 7.0, bf16);
   const Tensor probs = bf16_attention_forward(inputs, y);
-  const Tensor scores = torch::matmul(as_double(q), as_double(k).transpose(-2, -1)) * scale +
+  const Tensor scores = torch::matmul(as_double(q), repeated(k).transpose(-2, -1)) * scale +
                         additive_mask(c, padding);
-  const Tensor p_ref = torch::softmax(scores, -1);          // (B, H, T, S)
-  const Tensor y_ref = torch::matmul(p_ref, as_double(v));  // (B, H, T, D)
+  const Tensor p_ref = torch::softmax(scores, -1);         // (B, H, T, S)
+  const Tensor y_ref = torch::matmul(p_ref, repeated(v));  // (B, H, T, D)
   const double once = std::ldexp(1.0, -8) + 1e-5, twice = std::ldexp(1.0, -7) + 1e-5;
   expect_within(probs, p_ref, p_ref * once + 1e-30, "probabilities");
-  expect_within(y, y_ref, torch::matmul(p_ref, as_double(v).abs()) * twice + 1e-6, "y");
+  expect_within(y, y_ref, torch::matmul(p_ref, repeated(v).abs()) * twice + 1e-6, "y");
 
   // Backward against float64 from the kernel's own probabilities: dv is rounded once, dq and dk
   // also carry the rounding of the score gradients to bf16.
@@ -116,16 +127,18 @@ void check_case(const Case& c) {
   const Tensor dv = torch::full_like(v, 7.0);
   bf16_attention_backward(inputs, probs, dy, {dq, dk, dv});
   const Tensor p = as_double(probs);
-  const Tensor dp = torch::matmul(as_double(dy), as_double(v).transpose(-2, -1));
+  const Tensor dp = torch::matmul(as_double(dy), repeated(v).transpose(-2, -1));
   const Tensor ds = p * (dp - (p * dp).sum(-1, true)) * scale;  // (B, H, T, S)
-  const Tensor dv_ref = torch::matmul(p.transpose(-2, -1), as_double(dy));
-  const Tensor dq_ref = torch::matmul(ds, as_double(k));
-  const Tensor dk_ref = torch::matmul(ds.transpose(-2, -1), as_double(q));
-  expect_within(dv, dv_ref, torch::matmul(p.transpose(-2, -1), as_double(dy).abs()) * once + 1e-6,
+  const Tensor dv_ref = summed(torch::matmul(p.transpose(-2, -1), as_double(dy)));
+  const Tensor dq_ref = torch::matmul(ds, repeated(k));
+  const Tensor dk_ref = summed(torch::matmul(ds.transpose(-2, -1), as_double(q)));
+  expect_within(dv, dv_ref,
+                summed(torch::matmul(p.transpose(-2, -1), as_double(dy).abs())) * once + 1e-6,
                 "dv");
-  expect_within(dq, dq_ref, torch::matmul(ds.abs(), as_double(k).abs()) * twice + 1e-6, "dq");
-  expect_within(dk, dk_ref,
-                torch::matmul(ds.abs().transpose(-2, -1), as_double(q).abs()) * twice + 1e-6, "dk");
+  expect_within(dq, dq_ref, torch::matmul(ds.abs(), repeated(k).abs()) * twice + 1e-6, "dq");
+  expect_within(
+      dk, dk_ref,
+      summed(torch::matmul(ds.abs().transpose(-2, -1), as_double(q).abs())) * twice + 1e-6, "dk");
 }
 
 TEST(Bf16Attention, MatchesFloat64OnTheFusedBlocksStridedCausalHeads) {
@@ -147,6 +160,16 @@ TEST(Bf16Attention, MatchesFloat64ForOneQueryAndForContextsPastTheKeptBuffers) {
   check_case({3, 2, 1, 20, 32, /*causal=*/false, /*padding=*/true});  // a first-token query
   // 1100 keys: the (T, S) buffers of backward, 2.4 MB each, are allocated per call.
   check_case({1, 1, 1100, 1100, 16, /*causal=*/true});
+}
+
+TEST(Bf16Attention, MatchesFloat64WithKeyHeadsSharedByQueryHeads) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  Case grouped{2, 6, 40, 40, 64, /*causal=*/true};  // the bench Llama's 6 heads on 2
+  grouped.key_heads = 2;
+  check_case(grouped);
+  Case padded{2, 4, 17, 17, 32, /*causal=*/false, /*padding=*/true};
+  padded.key_heads = 1;
+  check_case(padded);
 }
 
 TEST(Bf16Attention, MatchesFloat64UnderPaddingMasks) {

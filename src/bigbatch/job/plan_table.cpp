@@ -104,8 +104,7 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
     const char* how = attention == nn::AttentionKernel::kFused
                           ? "LibTorch's scaled_dot_product_attention"
                           : (bf16_kernels ? "bf16 attention kernels, one pass per head (with "
-                                            "dropout or grouped keys: masked product, softmax, "
-                                            "product)"
+                                            "dropout: masked product, softmax, product)"
                                           : "masked product, softmax, product");
     table.add("attention", nn::to_string(attention),
               cat(how, " over ", w.attention_keys, " keys (attention = \"",

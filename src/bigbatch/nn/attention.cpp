@@ -37,7 +37,7 @@ torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int6
 /// The bf16 attention kernels as one autograd node: q, k and v rounded to bf16 as autocast's
 /// products would round them, y in bf16, each gradient in its operand's dtype.
 struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
-  // q (B, H, T, D), k and v (B, H, S, D); padding (B, S) bool, or empty for none -> (B, H, T, D)
+  // q (B, H, T, D), k and v (B, KV, S, D); padding (B, S) bool, or empty for none -> (B, H, T, D)
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& padding, bool causal) {
@@ -83,8 +83,8 @@ struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
 };
 
 /// Whether the composite attention of these operands runs on the bf16 attention kernels: CPU
-/// bf16 autocast on a CPU that has them, as many key as query heads, an even head dimension,
-/// float32 or bf16 operands, and no dropout.
+/// bf16 autocast on a CPU that has them, an even head dimension, float32 or bf16 operands, and
+/// no dropout.
 bool on_bf16_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      double dropout, bool training) {
   if (!q.device().is_cpu() || !compat::autocast_enabled(torch::kCPU) ||
@@ -93,7 +93,7 @@ bool on_bf16_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch
   for (const torch::Tensor* t : {&q, &k, &v})
     if (t->scalar_type() != torch::kFloat && t->scalar_type() != torch::kBFloat16)
       return false;
-  return q.size(1) == k.size(1) && q.size(3) % 2 == 0 && (dropout == 0.0 || !training);
+  return q.size(3) % 2 == 0 && (dropout == 0.0 || !training);
 }
 
 torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k,

@@ -64,6 +64,8 @@ void check_operand(const Tensor& t, const char* name, int64_t batch, int64_t hea
 /// The shape of one call, checked.
 struct Shape {
   int64_t batch, heads, queries, keys, head_dim;
+  int64_t key_heads;  // KV, dividing heads: query head h reads key head h / (heads / KV)
+  int64_t groups() const { return heads / key_heads; }
 };
 
 Shape checked_shape(const Bf16AttentionInputs& in) {
@@ -71,13 +73,16 @@ Shape checked_shape(const Bf16AttentionInputs& in) {
            "bf16 attention kernels need an x86-64 CPU with avx512_bf16; this one has none");
   BB_CHECK(in.q.defined() && in.q.dim() == 4, "bf16 attention: q must be (B, H, T, D), got ",
            in.q.defined() ? cat(in.q.sizes()) : std::string("an undefined tensor"));
+  const int64_t key_heads = in.k.defined() && in.k.dim() == 4 ? in.k.size(1) : 0;
   const Shape s{in.q.size(0), in.q.size(1), in.q.size(2), in.k.defined() ? in.k.size(2) : 0,
-                in.q.size(3)};
+                in.q.size(3), key_heads};
   BB_CHECK(s.head_dim % 2 == 0, "bf16 attention: the head dimension must be even, got ",
            s.head_dim);
+  BB_CHECK(key_heads > 0 && s.heads % key_heads == 0, "bf16 attention: the ", key_heads,
+           " key heads must divide the ", s.heads, " query heads");
   check_operand(in.q, "q", s.batch, s.heads, s.queries, s.head_dim);
-  check_operand(in.k, "k", s.batch, s.heads, s.keys, s.head_dim);
-  check_operand(in.v, "v", s.batch, s.heads, s.keys, s.head_dim);
+  check_operand(in.k, "k", s.batch, key_heads, s.keys, s.head_dim);
+  check_operand(in.v, "v", s.batch, key_heads, s.keys, s.head_dim);
   const Tensor& padding = in.mask.padding;
   BB_CHECK(
       !padding.defined() || (padding.scalar_type() == torch::kBool && padding.dim() == 2 &&
@@ -235,15 +240,6 @@ BB_BF16_TARGET void transpose(const Pair* src, int64_t src_stride, int64_t rows,
           dst[c * dst_stride + r] = src[r * src_stride + c];
     }
   }
-}
-
-/// Pairs down the rows, transposed: the A operand of a product by src^T (P^T dy, dS^T q).
-/// dst[c][r/2] = (src[r][c], src[r+1][c]) for c < cols_pad and even r < rows_pad.
-/// `scratch` holds rows_pad / 2 * cols_pad pairs.
-BB_BF16_TARGET void pair_columns(const Rows& src, int64_t rows_pad, int64_t cols_pad, Pair* scratch,
-                                 Pair* dst) {
-  pair_rows(src, scratch, rows_pad, cols_pad);
-  transpose(scratch, cols_pad, rows_pad / 2, cols_pad, dst, rows_pad / 2);
 }
 
 /// Pairs along the rows, transposed: the B operand of a product by src^T summing over src's
@@ -492,28 +488,31 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
   Bits* p_rows = p_rows_memory.get();
   const Scratch<float, 5> out_memory(kBlockRows * pad.dim);  // a row block's
   float* out = out_memory.get();
-  for (int64_t bh = begin; bh < end; ++bh) {
-    const int64_t b = bh / s.heads, h = bh % s.heads;
-    copy_rows(op.q.head(b, h), q_rows, pad.queries);
-    transpose_row_pairs(op.k.head(b, h), k_t, pad.keys);
-    pair_rows(op.v.head(b, h), v_pairs, pad.keys, pad.dim);
+  for (int64_t bk = begin; bk < end; ++bk) {  // key heads; each serves `groups` query heads
+    const int64_t b = bk / s.key_heads, kv = bk % s.key_heads;
+    transpose_row_pairs(op.k.head(b, kv), k_t, pad.keys);
+    pair_rows(op.v.head(b, kv), v_pairs, pad.keys, pad.dim);
     const float* bias = op.biases + b * pad.keys;
-    for (int64_t i0 = 0; i0 < s.queries; i0 += kBlockRows) {
-      times_keys(reinterpret_cast<const Pair*>(q_rows), k_t, s, pad, op.causal, i0, scores);
-      for (int64_t r = 0; r < kBlockRows; ++r) {
-        const int64_t i = i0 + r;
-        Bits* p = p_rows + r * pad.keys;
-        if (i >= s.queries) {
-          std::memset(p, 0, size_t(pad.keys) * sizeof(Bits));
-          continue;
+    for (int64_t h = kv * s.groups(); h < (kv + 1) * s.groups(); ++h) {
+      copy_rows(op.q.head(b, h), q_rows, pad.queries);
+      Bits* probs = op.probs + (b * s.heads + h) * s.queries * s.keys;
+      for (int64_t i0 = 0; i0 < s.queries; i0 += kBlockRows) {
+        times_keys(reinterpret_cast<const Pair*>(q_rows), k_t, s, pad, op.causal, i0, scores);
+        for (int64_t r = 0; r < kBlockRows; ++r) {
+          const int64_t i = i0 + r;
+          Bits* p = p_rows + r * pad.keys;
+          if (i >= s.queries) {
+            std::memset(p, 0, size_t(pad.keys) * sizeof(Bits));
+            continue;
+          }
+          softmax_row(scores + r * pad.keys, bias, keys_of_query(s, op.causal, i), op.scale, p,
+                      pad.keys);
+          std::memcpy(probs + i * s.keys, p, size_t(s.keys) * sizeof(Bits));
         }
-        softmax_row(scores + r * pad.keys, bias, keys_of_query(s, op.causal, i), op.scale, p,
-                    pad.keys);
-        std::memcpy(op.probs + (bh * s.queries + i) * s.keys, p, size_t(s.keys) * sizeof(Bits));
+        product_rows(reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
+                     key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim);
+        store_block(out, pad.dim, op.y, b, h, i0);
       }
-      product_rows(reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
-                   key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim);
-      store_block(out, pad.dim, op.y, b, h, i0);
     }
   }
 }
@@ -530,65 +529,77 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
                                    int64_t end) {
   const Padded pad(s);
   const int64_t half_dim = s.head_dim / 2, query_pairs = pad.queries / 2;
+  // The queries of a key head's `groups` query heads are stacked for dk and dv, whose sums run
+  // over all of them (G T rows).
+  const int64_t groups = s.groups(), stacked_pairs = groups * query_pairs;
   const Scratch<Bits, 10> dy_rows_memory(pad.queries * s.head_dim);  // (T, D)
   Bits* dy_rows = dy_rows_memory.get();
   const Scratch<Pair, 11> v_t_memory(half_dim * pad.keys);  // (D/2, S)
   Pair* v_t = v_t_memory.get();
   const Scratch<Pair, 12> k_pairs_memory(pad.keys / 2 * pad.dim);  // (S/2, D)
   Pair* k_pairs = k_pairs_memory.get();
-  const Scratch<Pair, 13> q_pairs_memory(query_pairs * pad.dim);  // (T/2, D)
+  const Scratch<Pair, 13> q_pairs_memory(stacked_pairs * pad.dim);  // (G T/2, D)
   Pair* q_pairs = q_pairs_memory.get();
-  const Scratch<Pair, 14> dy_pairs_memory(query_pairs * pad.dim);  // (T/2, D)
+  const Scratch<Pair, 14> dy_pairs_memory(stacked_pairs * pad.dim);  // (G T/2, D)
   Pair* dy_pairs = dy_pairs_memory.get();
-  const Scratch<Bits, 15> ds_memory(pad.queries * pad.keys);  // (T, S)
+  const Scratch<Bits, 15> ds_memory(groups * pad.queries * pad.keys);  // (G T, S)
   Bits* ds = ds_memory.get();
-  const Scratch<Pair, 16> p_t_memory(pad.keys * query_pairs);  // (S, T/2)
+  const Scratch<Pair, 16> p_t_memory(pad.keys * stacked_pairs);  // (S, G T/2)
   Pair* p_t = p_t_memory.get();
-  const Scratch<Pair, 17> ds_t_memory(pad.keys * query_pairs);  // (S, T/2)
+  const Scratch<Pair, 17> ds_t_memory(pad.keys * stacked_pairs);  // (S, G T/2)
   Pair* ds_t = ds_t_memory.get();
-  const Scratch<Pair, 18> scratch_memory(query_pairs * pad.keys);  // (T/2, S)
+  const Scratch<Pair, 18> scratch_memory(stacked_pairs * pad.keys);  // (G T/2, S)
   Pair* scratch = scratch_memory.get();
   const Scratch<float, 19> dp_memory(kBlockRows * pad.keys);  // a row block's
   float* dp = dp_memory.get();
   const Scratch<float, 20> out_memory(kBlockRows * pad.dim);  // a row block's
   float* out = out_memory.get();
-  for (int64_t bh = begin; bh < end; ++bh) {
-    const int64_t b = bh / s.heads, h = bh % s.heads;
-    const Rows p_head{op.probs + bh * s.queries * s.keys, s.keys, s.queries, s.keys};
-    const Rows dy_head = op.dy.head(b, h);
-    copy_rows(dy_head, dy_rows, pad.queries);
-    transpose_row_pairs(op.v.head(b, h), v_t, pad.keys);
-    pair_rows(op.k.head(b, h), k_pairs, pad.keys, pad.dim);
-    pair_rows(op.q.head(b, h), q_pairs, pad.queries, pad.dim);
-    pair_rows(dy_head, dy_pairs, pad.queries, pad.dim);
-    // Row blocks of queries: d probs, d scores, then dq.
-    for (int64_t i0 = 0; i0 < pad.queries; i0 += kBlockRows) {
-      times_keys(reinterpret_cast<const Pair*>(dy_rows), v_t, s, pad, op.causal, i0, dp);
-      for (int64_t r = 0; r < kBlockRows; ++r) {
-        const int64_t i = i0 + r;
-        Bits* ds_row = ds + i * pad.keys;
-        if (i < s.queries)
-          softmax_backward_row(dp + r * pad.keys, p_head.row(i), keys_of_query(s, op.causal, i),
-                               op.scale, ds_row, pad.keys);
-        else
-          std::memset(ds_row, 0, size_t(pad.keys) * sizeof(Bits));
+  for (int64_t bk = begin; bk < end; ++bk) {  // key heads
+    const int64_t b = bk / s.key_heads, kv = bk % s.key_heads;
+    transpose_row_pairs(op.v.head(b, kv), v_t, pad.keys);
+    pair_rows(op.k.head(b, kv), k_pairs, pad.keys, pad.dim);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t h = kv * groups + g;
+      const Rows p_head{op.probs + (b * s.heads + h) * s.queries * s.keys, s.keys, s.queries,
+                        s.keys};
+      const Rows dy_head = op.dy.head(b, h);
+      Bits* ds_head = ds + g * pad.queries * pad.keys;
+      copy_rows(dy_head, dy_rows, pad.queries);
+      pair_rows(op.q.head(b, h), q_pairs + g * query_pairs * pad.dim, pad.queries, pad.dim);
+      pair_rows(dy_head, dy_pairs + g * query_pairs * pad.dim, pad.queries, pad.dim);
+      pair_rows(p_head, scratch + g * query_pairs * pad.keys, pad.queries, pad.keys);
+      // Row blocks of queries: d probs, d scores, then dq.
+      for (int64_t i0 = 0; i0 < pad.queries; i0 += kBlockRows) {
+        times_keys(reinterpret_cast<const Pair*>(dy_rows), v_t, s, pad, op.causal, i0, dp);
+        for (int64_t r = 0; r < kBlockRows; ++r) {
+          const int64_t i = i0 + r;
+          Bits* ds_row = ds_head + i * pad.keys;
+          if (i < s.queries)
+            softmax_backward_row(dp + r * pad.keys, p_head.row(i), keys_of_query(s, op.causal, i),
+                                 op.scale, ds_row, pad.keys);
+          else
+            std::memset(ds_row, 0, size_t(pad.keys) * sizeof(Bits));
+        }
+        product_rows(reinterpret_cast<const Pair*>(ds_head + i0 * pad.keys), pad.keys / 2, k_pairs,
+                     pad.dim, 0, key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out,
+                     pad.dim);
+        store_block(out, pad.dim, op.dq, b, h, i0);
       }
-      product_rows(reinterpret_cast<const Pair*>(ds + i0 * pad.keys), pad.keys / 2, k_pairs,
-                   pad.dim, 0, key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out,
-                   pad.dim);
-      store_block(out, pad.dim, op.dq, b, h, i0);
     }
-    // Row blocks of keys: dv = P^T dy and dk = dS^T q, over the queries that see the keys.
-    pair_columns(p_head, pad.queries, pad.keys, scratch, p_t);
-    pair_columns(Rows{ds, pad.keys, pad.queries, pad.keys}, pad.queries, pad.keys, scratch, ds_t);
+    // Row blocks of keys: dv = P^T dy and dk = dS^T q over the stacked queries (with one query
+    // head per key head, only over the queries that see the keys).
+    transpose(scratch, pad.keys, stacked_pairs, pad.keys, p_t, stacked_pairs);
+    pair_rows(Rows{ds, pad.keys, groups * pad.queries, pad.keys}, scratch, groups * pad.queries,
+              pad.keys);
+    transpose(scratch, pad.keys, stacked_pairs, pad.keys, ds_t, stacked_pairs);
     for (int64_t j0 = 0; j0 < s.keys; j0 += kBlockRows) {
-      const int64_t first = op.causal ? j0 / 2 : 0;  // the pair of the first query that sees j0
-      product_rows(p_t + j0 * query_pairs, query_pairs, dy_pairs, pad.dim, first, query_pairs,
+      const int64_t first = op.causal && groups == 1 ? j0 / 2 : 0;  // the first query that sees j0
+      product_rows(p_t + j0 * stacked_pairs, stacked_pairs, dy_pairs, pad.dim, first, stacked_pairs,
                    pad.dim / kLanes, out, pad.dim);
-      store_block(out, pad.dim, op.dv, b, h, j0);
-      product_rows(ds_t + j0 * query_pairs, query_pairs, q_pairs, pad.dim, first, query_pairs,
+      store_block(out, pad.dim, op.dv, b, kv, j0);
+      product_rows(ds_t + j0 * stacked_pairs, stacked_pairs, q_pairs, pad.dim, first, stacked_pairs,
                    pad.dim / kLanes, out, pad.dim);
-      store_block(out, pad.dim, op.dk, b, h, j0);
+      store_block(out, pad.dim, op.dk, b, kv, j0);
     }
   }
 }
@@ -612,7 +623,7 @@ Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const Tensor& y
                            biases.data(),
                            inputs.mask.causal,
                            float(inputs.scale)};
-  at::parallel_for(0, s.batch * s.heads, 1,
+  at::parallel_for(0, s.batch * s.key_heads, 1,
                    [&](int64_t begin, int64_t end) { forward_heads(op, s, begin, end); });
 #endif
   return probs;
@@ -623,8 +634,8 @@ void bf16_attention_backward(const Bf16AttentionInputs& inputs, const Tensor& pr
   const Shape s = checked_shape(inputs);
   check_operand(dy, "dy", s.batch, s.heads, s.queries, s.head_dim);
   check_operand(gradients.dq, "dq", s.batch, s.heads, s.queries, s.head_dim);
-  check_operand(gradients.dk, "dk", s.batch, s.heads, s.keys, s.head_dim);
-  check_operand(gradients.dv, "dv", s.batch, s.heads, s.keys, s.head_dim);
+  check_operand(gradients.dk, "dk", s.batch, s.key_heads, s.keys, s.head_dim);
+  check_operand(gradients.dv, "dv", s.batch, s.key_heads, s.keys, s.head_dim);
   check_operand(probs, "probs", s.batch, s.heads, s.queries, s.keys);
   BB_CHECK(probs.is_contiguous(),
            "bf16 attention: probs must be contiguous, as forward returns it");
@@ -635,7 +646,7 @@ void bf16_attention_backward(const Bf16AttentionInputs& inputs, const Tensor& pr
       Heads(gradients.dq), Heads(gradients.dk),
       Heads(gradients.dv), reinterpret_cast<const Bits*>(probs.data_ptr<at::BFloat16>()),
       inputs.mask.causal,  float(inputs.scale)};
-  at::parallel_for(0, s.batch * s.heads, 1,
+  at::parallel_for(0, s.batch * s.key_heads, 1,
                    [&](int64_t begin, int64_t end) { backward_heads(op, s, begin, end); });
 #endif
 }

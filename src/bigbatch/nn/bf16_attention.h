@@ -25,8 +25,9 @@ struct Bf16AttentionMask {
   torch::Tensor padding;  ///< (B, S) bool, true at keys no query attends to; undefined: none
 };
 
-/// q (B, H, T, D), k and v (B, H, S, D): bf16 CPU tensors of any strides whose last dimension is
-/// contiguous, D even. Every query must be left at least one key, or its row is NaN.
+/// q (B, H, T, D), k and v (B, KV, S, D) with KV dividing H (query head h reads key head
+/// h / (H / KV), grouped-query attention): bf16 CPU tensors of any strides whose last dimension
+/// is contiguous, D even. Every query must be left at least one key, or its row is NaN.
 struct Bf16AttentionInputs {
   torch::Tensor q, k, v;
   Bf16AttentionMask mask;
@@ -38,9 +39,9 @@ struct Bf16AttentionInputs {
 /// bf16_attention_backward reads. Runs the heads on LibTorch's OpenMP threads.
 torch::Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const torch::Tensor& y);
 
-/// Where bf16_attention_backward writes the gradients: (B, H, T, D) for dq, (B, H, S, D) for dk
-/// and dv, bf16, any strides with a contiguous last dimension (the columns of one (N, 3C) tensor,
-/// say).
+/// Where bf16_attention_backward writes the gradients: (B, H, T, D) for dq, (B, KV, S, D) for dk
+/// and dv (summed over the query heads that share a key head, rounded once), bf16, any strides with
+/// a contiguous last dimension (the columns of one (N, 3C) tensor, say).
 struct Bf16AttentionGradients {
   torch::Tensor dq, dk, dv;
 };

@@ -129,7 +129,12 @@ TEST(Attention, CompositeUnderBf16AutocastRunsTheBf16KernelsAsOneNode) {
       const auto leaf = [](int64_t heads) {
         return torch::randn({kBatch, kTime, heads, kHeadDim}).requires_grad_();
       };
-      const torch::Tensor q = leaf(kHeads), k = leaf(key_heads), v = leaf(key_heads);
+      const torch::Tensor q = leaf(kHeads), k = leaf(key_heads);
+      // v with its head dimension strided: the kernels take it made contiguous.
+      const torch::Tensor v = torch::randn({kBatch, key_heads, kHeadDim, kTime})
+                                  .transpose(2, 3)
+                                  .transpose(1, 2)
+                                  .requires_grad_();
       torch::Tensor output;
       {
         const AutocastGuard autocast(Precision::kBf16, torch::kCPU);

@@ -34,6 +34,12 @@ torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int6
   return blocked;
 }
 
+/// `t` in bf16 with its last dimension contiguous, as the bf16 attention kernels read it.
+torch::Tensor kernel_operand(const torch::Tensor& t) {
+  const torch::Tensor rounded = t.to(torch::kBFloat16);
+  return rounded.stride(-1) == 1 ? rounded : rounded.contiguous();
+}
+
 /// The bf16 attention kernels as one autograd node: q, k and v rounded to bf16 as autocast's
 /// products would round them, y in bf16, each gradient in its operand's dtype.
 struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
@@ -42,8 +48,8 @@ struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
                                const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& padding, bool causal) {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
-    const Bf16AttentionInputs in = inputs(q.to(torch::kBFloat16), k.to(torch::kBFloat16),
-                                          v.to(torch::kBFloat16), padding, causal);
+    const Bf16AttentionInputs in =
+        inputs(kernel_operand(q), kernel_operand(k), kernel_operand(v), padding, causal);
     const torch::Tensor y = torch::empty(q.sizes(), q.options().dtype(torch::kBFloat16));
     const torch::Tensor probs = bf16_attention_forward(in, y);  // (B, H, T, S)
     ctx->save_for_backward({in.q, in.k, in.v, probs, padding});
@@ -64,7 +70,7 @@ struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
         inputs(saved[0], saved[1], saved[2], saved[4], ctx->saved_data["causal"].toBool());
     const Bf16AttentionGradients gradients{torch::empty_like(in.q), torch::empty_like(in.k),
                                            torch::empty_like(in.v)};
-    bf16_attention_backward(in, saved[3], grads[0].to(torch::kBFloat16), gradients);
+    bf16_attention_backward(in, saved[3], kernel_operand(grads[0]), gradients);
     const std::vector<int64_t> dtypes = ctx->saved_data["dtypes"].toIntVector();
     return {gradients.dq.to(torch::ScalarType(dtypes[0])),
             gradients.dk.to(torch::ScalarType(dtypes[1])),

@@ -472,6 +472,8 @@ struct ForwardOperands {
   float scale;
 };
 
+/// Forward of key heads [begin, end) of the B * KV, each with its query heads: for each query row
+/// block the scores, the probabilities (also written to op.probs) and y.
 BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int64_t begin,
                                   int64_t end) {
   const Padded pad(s);
@@ -525,6 +527,8 @@ struct BackwardOperands {
   float scale;
 };
 
+/// Backward of key heads [begin, end) of the B * KV: dq per query head and row block, then dk and
+/// dv over the stacked queries of the key head's query heads.
 BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, int64_t begin,
                                    int64_t end) {
   const Padded pad(s);

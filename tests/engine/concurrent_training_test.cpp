@@ -13,6 +13,7 @@
 #include "bigbatch/core/threads.h"
 #include "bigbatch/engine/accumulator.h"
 #include "bigbatch/engine/concurrent_micro_batches.h"
+#include "bigbatch/nn/embedding.h"
 #include "engine/mlp_training_run.h"
 
 namespace bigbatch {
@@ -94,13 +95,30 @@ struct SmallModel {
   }
 };
 
-/// The gradients of `model` after one window of `inputs` as 3 micro-batches, each added with
+/// Token embeddings of a vocabulary of 50 (nn::embedding: each backward's gradient the rows
+/// used, sparse where the accumulator allows) and a frozen projection.
+struct EmbeddingModel {
+  torch::Tensor table = torch::randn({50, 4}).requires_grad_();
+  torch::Tensor projection = torch::randn({4});
+  std::vector<torch::Tensor> parameters() const { return {table}; }
+  /// Summed loss of (n, 3) ids: a scalar.
+  torch::Tensor loss_sum(const torch::Tensor& ids, bool dense = false) const {
+    const torch::Tensor x = dense ? torch::embedding(table, ids) : nn::embedding(table, ids);
+    return (x.tanh() * projection).sum();
+  }
+};
+
+/// The gradients of `model` after one window of `inputs` as micro-batches, each added with
 /// backward() or with gradients_of() + accumulate() in order.
-std::vector<torch::Tensor> window_gradients(const SmallModel& model,
+template <typename Model>
+std::vector<torch::Tensor> window_gradients(const Model& model,
                                             const std::vector<torch::Tensor>& inputs, bool split) {
   torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
   engine::GradientAccumulator accumulator(model.parameters(), optimizer, nullptr);
-  accumulator.begin_window(engine::Counts{9, 9});
+  int64_t samples = 0;
+  for (const torch::Tensor& x : inputs)
+    samples += x.size(0);
+  accumulator.begin_window(engine::Counts{samples, samples});
   for (const torch::Tensor& x : inputs) {
     const engine::Counts counts{x.size(0), x.size(0)};
     if (split)
@@ -130,6 +148,28 @@ TEST(GradientAccumulator, GradientsOfThenAccumulateInOrderEqualBackwardBitwise) 
   EXPECT_FALSE(split[2].defined());
   EXPECT_FALSE(backward[3].defined());  // frozen
   EXPECT_FALSE(split[3].defined());
+}
+
+TEST(GradientAccumulator, AnEmbeddingsUsedRowsAddUpBitwiseEitherWayToItsDenseGradient) {
+  torch::manual_seed(4);
+  const EmbeddingModel model;
+  // Ids repeat within and across micro-batches; most of the 50 rows are never used.
+  const std::vector<torch::Tensor> inputs = {torch::tensor({{1, 7, 1}, {9, 7, 7}}),
+                                             torch::tensor({{7, 2, 30}}),
+                                             torch::tensor({{1, 1, 1}, {49, 0, 7}, {2, 2, 9}})};
+  const std::vector<torch::Tensor> backward = window_gradients(model, inputs, false);
+  const std::vector<torch::Tensor> split = window_gradients(model, inputs, true);
+  ASSERT_EQ(backward.size(), 1u);
+  ASSERT_EQ(split.size(), 1u);
+  EXPECT_FALSE(backward[0].is_sparse());
+  EXPECT_FALSE(split[0].is_sparse());
+  EXPECT_TRUE(torch::equal(split[0], backward[0]));
+  // LibTorch's own embedding, its dense gradient added micro-batch by micro-batch, each loss
+  // divided by the window's 6 samples.
+  for (const torch::Tensor& ids : inputs)
+    (model.loss_sum(ids, /*dense=*/true) / 6.0).backward();
+  EXPECT_LT(testing::relative_difference(backward[0], model.table.grad()), 1e-6);
+  EXPECT_TRUE(torch::equal(backward[0].index({torch::tensor({3, 4, 48})}), torch::zeros({3, 4})));
 }
 
 TEST(GradientAccumulator, GradientsOfNeedsAnOpenWindow) {

@@ -5,6 +5,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/engine/optimizer.h"
+#include "bigbatch/nn/embedding.h"
 
 namespace bigbatch::engine {
 
@@ -115,6 +116,8 @@ void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& 
   count(detached_loss_sum(loss_sum), micro);
   if (reducer_ != nullptr && seen_ == declared_)
     reducer_->arm();  // this rank's last backward of the window: its buckets start as they fill
+  // Into .grad: an embedding whose .grad is already a dense buffer adds only its used rows.
+  const nn::SparseEmbeddingGradScope sparse(nn::SparseEmbeddingGrad::kIntoDenseGrad);
   loss.backward();
 }
 
@@ -133,6 +136,8 @@ MicroBatchGradients GradientAccumulator::gradients_of(const torch::Tensor& loss_
   result.counts = micro;
   result.loss_sum = detached_loss_sum(loss_sum);
   result.gradients.resize(parameters_.size());
+  // accumulate() adds an embedding's sparse gradient (its used rows) to the dense .grad.
+  const nn::SparseEmbeddingGradScope sparse(nn::SparseEmbeddingGrad::kAlways);
   const std::vector<torch::Tensor> gradients =
       torch::autograd::grad({loss}, differentiated, /*grad_outputs=*/{}, /*retain_graph=*/false,
                             /*create_graph=*/false, /*allow_unused=*/true);
@@ -154,9 +159,12 @@ void GradientAccumulator::accumulate(MicroBatchGradients gradients) {
     torch::Tensor& parameter = parameters_[i];
     // As LibTorch's AccumulateGrad does: the first gradient is copied into a buffer laid out
     // like the parameter (a returned gradient may be an expanded view, or shared by two
-    // parameters), later ones are added to it in place.
+    // parameters), later ones are added to it in place. A sparse one (an embedding's used
+    // rows) is added to zeros: the values a dense gradient of the same rows would copy.
     if (parameter.grad().defined())
       parameter.mutable_grad().add_(gradient);
+    else if (gradient.is_sparse())
+      parameter.mutable_grad() = torch::zeros_like(parameter).add_(gradient);
     else
       parameter.mutable_grad() = torch::empty_like(parameter).copy_(gradient);
   }

@@ -191,10 +191,10 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
   }
   if (model.gpt) {
     w.attention_keys = spec.gpt.context();
-    w.pre_ln_block_dropout = spec.gpt.dropout();
+    w.block_dropout = spec.gpt.dropout();
   } else if (model.bert) {
     w.attention_keys = spec.bert.context() + 1;  // [CLS] and the text
-    w.pre_ln_block_dropout = spec.bert.dropout();
+    w.block_dropout = spec.bert.dropout();
   }
   w.add_model_rows = model_rows(options, batch_norms);
   w.concurrency_need = concurrency_need(options, site);

@@ -17,6 +17,7 @@
 #include "bigbatch/data/token_datasets.h"
 #include "bigbatch/job/concurrency_choice.h"
 #include "bigbatch/models/hf_model.h"
+#include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/mode_guard.h"
 #include "bigbatch/text/conversation.h"
 #include "bigbatch/text/tokenizer.h"
@@ -309,6 +310,15 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   w.module = model.module();
   w.attention_keys = context;
   w.llama_ops = !model.llama.is_empty();
+  if (model.bert) {
+    const models::HfBertConfig& c = model.bert->config();
+    w.block_dropout = std::max(c.hidden_dropout_prob(), c.attention_probs_dropout_prob());
+    const auto modules = model.bert->layer->modules();
+    w.block_adapters = std::any_of(modules.begin(), modules.end(), [](const auto& module) {
+      const auto linear = std::dynamic_pointer_cast<nn::AdaptedLinearImpl>(module);
+      return linear && linear->has_lora();
+    });
+  }
   if (const std::string dropouts = model.dropouts(); !dropouts.empty()) {
     w.concurrency_need = cat("a model without dropout: ", options.model_path, "/config.json has ",
                              dropouts, " (or run one micro-batch at a time)");

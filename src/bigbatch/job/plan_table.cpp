@@ -14,16 +14,19 @@
 namespace bigbatch::job {
 namespace {
 
-/// The blocks row: which code runs the models::PreLnBlock blocks in training, and why.
-void add_block_row(Table& table, const TrainingJobOptions& options, double dropout, bool cpu,
+/// The blocks row: which code runs the transformer blocks in training (Workload::block_dropout),
+/// and why.
+void add_block_row(Table& table, const TrainingJobOptions& options, const Workload& w, bool cpu,
                    nn::AttentionKernel attention) {
-  const bool dropout_draws = dropout > 0.0;
+  const bool dropout_draws = *w.block_dropout > 0.0;
   const bool precision_supported = nn::fused_block_supports(
       {false, options.device.type(), torch::kFloat, nn::compute_dtype(options.precision)});
   const nn::BlockKernel kernel = nn::resolve_block_kernel(
-      options.block_kernel, {!dropout_draws && precision_supported, cpu, attention});
+      options.block_kernel,
+      {!dropout_draws && !w.block_adapters && precision_supported, cpu, attention});
   const std::string why = kernel == nn::BlockKernel::kFused ? "one autograd node per block"
                           : dropout_draws                   ? "dropout draws in training"
+                          : w.block_adapters                ? "adapters on the blocks' products"
                           : !precision_supported            ? "not for this precision's kernels"
                           : options.block_kernel == nn::BlockKernel::kComposite
                               ? "one operation per step"
@@ -110,8 +113,8 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
               cat(how, " over ", w.attention_keys, " keys (attention = \"",
                   nn::to_string(options.attention), "\")"));
   }
-  if (w.pre_ln_block_dropout)
-    add_block_row(table, options, *w.pre_ln_block_dropout, cpu, attention);
+  if (w.block_dropout)
+    add_block_row(table, options, w, cpu, attention);
   if (w.llama_ops)
     add_llama_ops_row(table, options, cpu, by_dtype.count("Double") > 0);
   if (w.add_model_rows)

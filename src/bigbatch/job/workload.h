@@ -36,9 +36,12 @@ struct Workload {
   /// The most keys a query of the model attends over through nn::scaled_dot_product_attention
   /// (its context), for the plan table's attention row; 0 for a model without attention.
   int64_t attention_keys = 0;
-  /// The dropout of the model's models::PreLnBlock blocks (the GPT's, the BERT's), for the plan
+  /// The dropout of the model's transformer blocks that nn::BlockKernel chooses the code of
+  /// (models::PreLnBlock: the GPT's, the BERT's; a Hugging Face BERT's layers), for the plan
   /// table's blocks row; unset for a model without them.
-  std::optional<double> pre_ln_block_dropout;
+  std::optional<double> block_dropout;
+  /// Whether those blocks carry adapters (LoRA), which keep them composite.
+  bool block_adapters = false;
   /// Whether the model's element-wise steps go through nn/llama_ops (the Llama family), for the
   /// plan table's elementwise row.
   bool llama_ops = false;

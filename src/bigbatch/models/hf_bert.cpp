@@ -1,11 +1,15 @@
 #include "bigbatch/models/hf_bert.h"
 
+#include <algorithm>
+
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/hf_weights.h"
 #include "bigbatch/models/hf_load.h"
 #include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/embedding.h"
+#include "bigbatch/nn/fused_block.h"
 
 namespace bigbatch::models {
 namespace {
@@ -76,6 +80,9 @@ torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::Attenti
   const int64_t batch = x.size(0);
   const int64_t time = x.size(1);
   const int64_t hidden = x.size(2);
+  if (runs_fused(x, time))
+    return fused_forward(x.reshape({batch * time, hidden}), {batch, time, {}, mask})
+        .view(x.sizes());  // (B, T, C)
   const int64_t heads = config_.num_attention_heads();
   const auto split = [&](const torch::Tensor& t) {  // (B, T, C) -> (B, H, T, D)
     return t.view({batch, time, heads, hidden / heads}).transpose(1, 2);
@@ -88,6 +95,9 @@ torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::Attenti
 
 torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::PackedTokens& tokens,
                                        bool first_only) {
+  if (!first_only && runs_fused(x, tokens.longest))
+    return fused_forward(
+        x, {tokens.batch, tokens.longest, tokens.slots, {false, tokens.padding}});  // (N, C)
   const int64_t hidden = x.size(1);
   const int64_t heads = config_.num_attention_heads();
   const auto heads_of = [&](const torch::Tensor& rows) {  // (B, length, C) -> (B, H, length, D)
@@ -116,6 +126,40 @@ torch::Tensor HfBertLayerImpl::after_attention(const torch::Tensor& x,
   return output_norm->forward(
       maybe_dropout(output_dense->forward(h), config_.hidden_dropout_prob(), is_training()) +
       a);  // (..., C)
+}
+
+bool HfBertLayerImpl::runs_fused(const torch::Tensor& x, int64_t keys) const {
+  for (const nn::AdaptedLinear* linear :
+       {&query, &key, &value, &attention_dense, &intermediate_dense, &output_dense})
+    if ((*linear)->has_lora())
+      return false;
+  for (const torch::Tensor& parameter : parameters())
+    if (parameter.scalar_type() != x.scalar_type())
+      return false;  // frozen weights stored narrower
+  const double dropout =
+      std::max(config_.hidden_dropout_prob(), config_.attention_probs_dropout_prob());
+  return nn::use_fused_block(x, dropout, is_training(), keys);
+}
+
+torch::Tensor HfBertLayerImpl::fused_forward(const torch::Tensor& x, const nn::BlockRows& rows) {
+  const nn::PostLnBlockParameters parameters{query->weight,
+                                             key->weight,
+                                             value->weight,
+                                             query->bias,
+                                             key->bias,
+                                             value->bias,
+                                             attention_dense->weight,
+                                             attention_dense->bias,
+                                             attention_norm->weight,
+                                             attention_norm->bias,
+                                             intermediate_dense->weight,
+                                             intermediate_dense->bias,
+                                             output_dense->weight,
+                                             output_dense->bias,
+                                             output_norm->weight,
+                                             output_norm->bias};
+  return nn::fused_post_ln_block(
+      x, parameters, {config_.num_attention_heads(), config_.layer_norm_eps()}, rows);  // (N, C)
 }
 
 HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
@@ -150,7 +194,9 @@ void HfBertImpl::set_checkpointing(nn::CheckpointPolicy policy) {
 
 torch::Tensor HfBertImpl::embed(const torch::Tensor& ids, const torch::Tensor& types,
                                 const torch::Tensor& positions) {
-  const torch::Tensor x = word_embeddings->forward(ids) + token_type_embeddings->forward(types) +
+  // The word embeddings' gradient: the rows used (nn/embedding.h), 30,522 of them in BERT.
+  const torch::Tensor x = nn::embedding(word_embeddings->weight, ids) +
+                          token_type_embeddings->forward(types) +
                           position_embeddings->forward(positions);  // (..., C)
   return maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
 }

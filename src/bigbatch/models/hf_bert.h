@@ -11,6 +11,7 @@
 
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/nn/attention.h"
+#include "bigbatch/nn/fused_post_ln_block.h"
 #include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/packed_tokens.h"
 #include "bigbatch/nn/recompute.h"
@@ -44,7 +45,8 @@ HfBertConfig read_hf_bert_config(io::HfConfig& config);
 /// BertLayer (post-LN): a = LayerNorm(x + dense(self-attention(x))), then
 /// LayerNorm(a + output.dense(gelu(intermediate.dense(a)))). Submodules as transformers names
 /// them: attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
-/// intermediate.dense, output.{dense,LayerNorm}.
+/// intermediate.dense, output.{dense,LayerNorm}. Without adapters, and where nn::use_fused_block()
+/// says so, it runs as one autograd node (nn::fused_post_ln_block) with the same parameters.
 class HfBertLayerImpl : public torch::nn::Module {
  public:
   explicit HfBertLayerImpl(const HfBertConfig& config);
@@ -63,6 +65,11 @@ class HfBertLayerImpl : public torch::nn::Module {
  private:
   /// What follows attention: x and the projected attention output, both (..., C) -> (..., C)
   torch::Tensor after_attention(const torch::Tensor& x, const torch::Tensor& attended);
+  /// Whether the layer runs as nn::fused_post_ln_block on `x` with `keys` keys a query: no
+  /// adapters, every parameter in x's dtype, and nn::use_fused_block().
+  bool runs_fused(const torch::Tensor& x, int64_t keys) const;
+  /// x (N, C) placed by `rows` -> (N, C), by nn::fused_post_ln_block
+  torch::Tensor fused_forward(const torch::Tensor& x, const nn::BlockRows& rows);
 
   HfBertConfig config_;
 };

@@ -8,6 +8,7 @@
 #include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/embedding.h"
 
 namespace bigbatch::models {
 namespace {
@@ -131,7 +132,10 @@ torch::Tensor HfGpt2Impl::forward(const torch::Tensor& input_ids,
   const int64_t time = input_ids.size(1);
   const torch::Tensor positions = torch::arange(
       time, torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
-  torch::Tensor x = wte->forward(input_ids) + wpe->forward(positions);               // (B, T, C)
+  // Untied, the token embeddings' gradient is the rows used (nn/embedding.h).
+  torch::Tensor x =
+      (lm_head_weight.defined() ? nn::embedding(wte->weight, input_ids) : wte->forward(input_ids)) +
+      wpe->forward(positions);  // (B, T, C)
   x = maybe_dropout(x, config_.embd_pdrop(), is_training());
   const nn::AttentionMask mask =
       attention_mask_of(attention_mask, input_ids, /*causal=*/true, "GPT-2");

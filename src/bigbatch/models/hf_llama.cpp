@@ -8,6 +8,7 @@
 #include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/embedding.h"
 #include "bigbatch/nn/llama_ops.h"
 
 namespace bigbatch::models {
@@ -227,7 +228,10 @@ torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids,
   check_input_ids(input_ids, config_.model_type(), "max_position_embeddings",
                   config_.max_position_embeddings());
   const int64_t time = input_ids.size(1);
-  torch::Tensor x = embed_tokens->forward(input_ids);  // (B, T, C)
+  // Untied, the embeddings' gradient is the rows used (nn/embedding.h); tied, the head's is
+  // dense anyway.
+  torch::Tensor x = lm_head_weight.defined() ? nn::embedding(embed_tokens->weight, input_ids)
+                                             : embed_tokens->forward(input_ids);  // (B, T, C)
   // cos and sin in float32, as transformers computes them, then in the activations' dtype.
   const torch::Tensor positions =
       torch::arange(time, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));

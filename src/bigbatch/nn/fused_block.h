@@ -1,7 +1,8 @@
 // A pre-LN transformer block, x + attn(ln1(x)) then h + mlp(ln2(h)), as one autograd node whose
 // forward and backward are written out as ATen kernel calls: the composite block's math with
 // fewer kernels (bias adds inside the products, one layout copy each way for the heads) and
-// none of autograd's per-operation bookkeeping. The GPT's and the BERT's blocks run on it.
+// none of autograd's per-operation bookkeeping. The GPT's and the BERT's blocks run on it; a
+// Hugging Face BERT's post-LN layers run on nn/fused_post_ln_block, by the same setting.
 #pragma once
 
 #include <torch/torch.h>
@@ -65,7 +66,7 @@ struct BlockInputs {
 /// bf16 on LibTorch's bf16 kernels (bf16_matmul() is kNative).
 bool fused_block_supports(const BlockInputs& inputs);
 
-/// fused_block_supports() for `x` (B, T, C) under this thread's autocast.
+/// fused_block_supports() for `x` (B, T, C), or rows (N, C), under this thread's autocast.
 bool fused_block_supported(const torch::Tensor& x, double dropout, bool training);
 
 /// What decides whether a block runs fused.
@@ -82,9 +83,9 @@ struct BlockSite {
 /// faster, and the fused block does not use it).
 BlockKernel resolve_block_kernel(BlockKernel kernel, const BlockSite& site);
 
-/// Whether a block with `dropout` over `x` (B, T, C), attending over `keys` keys, runs
-/// fused_pre_ln_block(): resolve_block_kernel(block_kernel(), ...) with the site read off `x`,
-/// autocast and attention_kernel().
+/// Whether a block with `dropout` over `x` (B, T, C) or rows (N, C), attending over `keys` keys,
+/// runs fused (fused_pre_ln_block(), fused_post_ln_block()): resolve_block_kernel(block_kernel(),
+/// ...) with the site read off `x`, autocast and attention_kernel().
 bool use_fused_block(const torch::Tensor& x, double dropout, bool training, int64_t keys);
 
 /// The pre-LN block x + proj(attention(ln1(x) W_qkv^T + b)) -> h, h + out(gelu(ln2(h) W_fc^T +

@@ -1,0 +1,244 @@
+#include "bigbatch/nn/fused_block_parts.h"
+
+#include <cmath>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/nn/bf16_attention.h"
+#include "bigbatch/nn/fp32_matmul.h"
+
+namespace bigbatch::nn::block_parts {
+namespace {
+
+using torch::Tensor;
+
+/// Part `part` (0 q, 1 k, 2 v) of a (N, 3C) qkv tensor, or the whole of a (N, C) one
+/// (`parts` 1), as (B, H, T, D) views.
+Tensor head_columns(const Tensor& t, int64_t batch, int64_t heads, int64_t parts, int64_t part) {
+  const int64_t time = t.size(0) / batch, head_dim = t.size(1) / (parts * heads);
+  return t.view({batch, time, parts, heads, head_dim}).select(2, part).permute({0, 2, 1, 3});
+}
+
+/// The padding the kernels read from a block's mask argument: undefined where it is empty.
+Tensor padding_of(const Tensor& mask) {
+  return mask.numel() == 0 ? Tensor() : mask;
+}
+
+/// The bf16 attention kernels' inputs for a (N, 3C) qkv tensor.
+Bf16AttentionInputs kernel_inputs(const BlockAttention& attention, const Tensor& qkv) {
+  const int64_t head_dim = qkv.size(1) / (3 * attention.heads);
+  const auto part = [&](int64_t i) {
+    return head_columns(qkv, attention.batch, attention.heads, 3, i);
+  };
+  return {part(0), part(1), part(2),
+          Bf16AttentionMask{attention.causal, padding_of(attention.mask)},
+          1.0 / std::sqrt(double(head_dim))};
+}
+
+/// The composite path's backward: batched products and softmax's backward on the head-major
+/// copy, copied back into one (N, 3C) tensor.
+Tensor composite_attention_backward(const BlockAttention& attention, AttentionSaved saved,
+                                    const Tensor& d_y_rows) {
+  const Tensor split = std::move(saved.input);  // (3, B*H, T, D)
+  const int64_t batch_heads = split.size(1), time = split.size(2), head_dim = split.size(3);
+  const int64_t heads = attention.heads, rows = batch_heads / heads * time;
+  const Tensor d_y = d_y_rows.view({batch_heads / heads, time, heads, head_dim})
+                         .permute({0, 2, 1, 3})
+                         .reshape({batch_heads, time, head_dim});  // (B*H, T, D)
+  const Tensor q = split[0], k = split[1], v = split[2];
+  const Tensor d_split = at::empty_like(split);              // (3, B*H, T, D)
+  Tensor dq = d_split[0], dk = d_split[1], dv = d_split[2];  // views, written in place
+  Tensor d_scores;                                           // (B*H, T, T)
+  {
+    const Tensor probs = std::move(saved.probs);
+    at::bmm_out(dv, probs.transpose(1, 2), d_y);
+    d_scores =
+        at::_softmax_backward_data(at::bmm(d_y, v.transpose(1, 2)), probs, -1, attention.compute);
+  }
+  d_scores.mul_(1.0 / std::sqrt(double(head_dim)));
+  at::bmm_out(dq, d_scores, k);
+  at::bmm_out(dk, d_scores.transpose(1, 2), q);
+  return d_split.view({3, batch_heads / heads, heads, time, head_dim})
+      .permute({1, 3, 0, 2, 4})
+      .reshape({rows, 3 * heads * head_dim});  // (N, 3C)
+}
+
+}  // namespace
+
+Tensor in_dtype(const Tensor& t, torch::ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype) {
+  return wanted ? in_dtype(gemm(grad.t(), input), dtype) : Tensor();
+}
+
+Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {
+  return wanted ? in_dtype(grad.sum(0), dtype) : Tensor();
+}
+
+BlockAttention choose_block_attention(const AttentionMask& mask, int64_t batch, int64_t time,
+                                      int64_t heads, int64_t embed, torch::ScalarType compute,
+                                      const torch::Device& device) {
+  BlockAttention attention;
+  attention.batch = batch;
+  attention.heads = heads;
+  attention.causal = mask.causal;
+  attention.compute = compute;
+  const bool kernels = compute == torch::kBFloat16 && device.is_cpu() && (embed / heads) % 2 == 0 &&
+                       bf16_attention_available();
+  const auto options = torch::TensorOptions().device(device);
+  if (kernels) {
+    attention.path = AttentionPath::kBf16Kernels;
+    attention.mask = mask.padding.defined() ? mask.padding.to(torch::kBool)
+                                            : torch::empty({0}, options.dtype(torch::kBool));
+  } else {
+    attention.path = AttentionPath::kComposite;
+    attention.mask =
+        additive_attention_mask(mask, batch, heads, time, time, options.dtype(compute));
+  }
+  return attention;
+}
+
+Tensor attention_forward(const BlockAttention& attention, const Tensor& qkv,
+                         AttentionSaved& saved) {
+  const int64_t rows = qkv.size(0), embed = qkv.size(1) / 3;
+  const int64_t batch = attention.batch, heads = attention.heads;
+  const int64_t time = rows / batch, head_dim = embed / heads;
+  if (attention.path == AttentionPath::kBf16Kernels) {
+    const Tensor y = at::empty({rows, embed}, qkv.options());  // (N, C)
+    saved.probs = bf16_attention_forward(kernel_inputs(attention, qkv),
+                                         head_columns(y, batch, heads, 1, 0));  // (B, H, T, T)
+    saved.input = qkv;
+    return y;
+  }
+  // One copy into head-major order; q, k and v are then contiguous views.
+  const Tensor split = qkv.view({batch, time, 3, heads, head_dim})
+                           .permute({2, 0, 3, 1, 4})
+                           .contiguous()
+                           .view({3, batch * heads, time, head_dim});  // (3, B*H, T, D)
+  const Tensor q = split[0], k = split[1], v = split[2];               // (B*H, T, D) each
+  const Tensor scores = at::baddbmm(attention.mask, q, k.transpose(1, 2), /*beta=*/1,
+                                    /*alpha=*/1.0 / std::sqrt(double(head_dim)));  // (B*H, T, T)
+  saved.probs = at::_softmax(scores, -1, /*half_to_float=*/false);                 // (B*H, T, T)
+  saved.input = split;
+  return at::bmm(saved.probs, v)
+      .view({batch, heads, time, head_dim})
+      .permute({0, 2, 1, 3})
+      .reshape({rows, embed});  // (N, C)
+}
+
+Tensor attention_backward(const BlockAttention& attention, AttentionSaved saved,
+                          const Tensor& d_y) {
+  if (attention.path == AttentionPath::kComposite)
+    return composite_attention_backward(attention, std::move(saved), d_y);
+  const Tensor qkv = std::move(saved.input);  // (N, 3C)
+  const Bf16AttentionInputs in = kernel_inputs(attention, qkv);
+  const Tensor d_qkv = at::empty_like(qkv);  // (N, 3C)
+  const int64_t batch = attention.batch, heads = attention.heads;
+  bf16_attention_backward(
+      in, saved.probs, head_columns(d_y, batch, heads, 1, 0),
+      {head_columns(d_qkv, batch, heads, 3, 0), head_columns(d_qkv, batch, heads, 3, 1),
+       head_columns(d_qkv, batch, heads, 3, 2)});
+  return d_qkv;
+}
+
+Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
+                    const Tensor& residual, const Tensor& fc_weight, const Tensor& fc_bias,
+                    const Tensor& out_weight, const Tensor& out_bias, torch::ScalarType compute) {
+  const Tensor fc_w = in_dtype(fc_weight, compute), out_w = in_dtype(out_weight, compute);
+  const Tensor pre = gemm_bias(in_dtype(fc_bias, compute), input, fc_w.t());  // (N, I)
+  const Tensor f = at::gelu(pre);                                             // (N, I)
+  const std::pair<const char*, Tensor> kept[] = {{"ff_input", input},
+                                                 {"ff_pre", pre},
+                                                 {"ff_fc_w", fc_w},
+                                                 {"ff_out_w", out_w},
+                                                 {kFeedForwardKept, f}};
+  for (const auto& [name, tensor] : kept)
+    ctx->saved_data[name] = tensor;
+  return at::add(residual, gemm_bias(in_dtype(out_bias, compute), f, out_w.t()));  // (N, C)
+}
+
+FeedForwardGrads feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor& grad,
+                                       const FeedForwardWanted& wanted, torch::ScalarType compute,
+                                       torch::ScalarType param) {
+  FeedForwardGrads result;
+  const Tensor g = in_dtype(grad, compute);  // (N, C)
+  result.out_weight = weight_grad(wanted.out_weight, g, take(ctx, kFeedForwardKept), param);
+  result.out_bias = bias_grad(wanted.out_bias, g, param);
+  const Tensor d_pre =
+      at::gelu_backward(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
+  result.fc_weight = weight_grad(wanted.fc_weight, d_pre, take(ctx, "ff_input"), param);
+  result.fc_bias = bias_grad(wanted.fc_bias, d_pre, param);
+  result.input = in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), grad.scalar_type());
+  return result;
+}
+
+void save_attention(torch::autograd::AutogradContext* ctx, const BlockAttention& attention) {
+  ctx->saved_data["attention_path"] = int64_t(attention.path);
+  ctx->saved_data["attention_batch"] = attention.batch;
+  ctx->saved_data["attention_heads"] = attention.heads;
+  ctx->saved_data["attention_compute"] = int64_t(attention.compute);
+  if (attention.path == AttentionPath::kBf16Kernels) {  // the composite's backward needs no mask
+    ctx->saved_data["attention_causal"] = attention.causal;
+    ctx->saved_data["attention_mask"] = attention.mask;
+  }
+}
+
+BlockAttention saved_attention(torch::autograd::AutogradContext* ctx) {
+  BlockAttention attention;
+  attention.path = AttentionPath(ctx->saved_data.at("attention_path").toInt());
+  attention.batch = ctx->saved_data.at("attention_batch").toInt();
+  attention.heads = ctx->saved_data.at("attention_heads").toInt();
+  attention.compute = torch::ScalarType(ctx->saved_data.at("attention_compute").toInt());
+  if (attention.path == AttentionPath::kBf16Kernels) {
+    attention.causal = ctx->saved_data.at("attention_causal").toBool();
+    attention.mask = ctx->saved_data.at("attention_mask").toTensor();
+  }
+  return attention;
+}
+
+void keep_inputs(torch::autograd::AutogradContext* ctx,
+                 std::initializer_list<const torch::Tensor*> inputs) {
+  c10::List<Tensor> kept;  // for the LayerNorms, the gradients wanted and the version check
+  c10::List<int64_t> versions;
+  for (const Tensor* input : inputs) {
+    kept.push_back(*input);
+    versions.push_back(int64_t(input->_version()));
+  }
+  ctx->saved_data["inputs"] = kept;
+  ctx->saved_data["versions"] = versions;
+}
+
+c10::List<Tensor> kept_inputs(torch::autograd::AutogradContext* ctx) {
+  return ctx->saved_data.at("inputs").toTensorList();
+}
+
+void check_unchanged(torch::autograd::AutogradContext* ctx, const char* block, const char* order) {
+  const c10::List<Tensor> inputs = kept_inputs(ctx);
+  const c10::List<int64_t> versions = ctx->saved_data.at("versions").toIntList();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor input = inputs.get(i);
+    BB_CHECK(int64_t(input._version()) == versions.get(i), block, ": input ", i, " of the block (",
+             order, ") was changed in place between forward (version ", versions.get(i),
+             ") and backward (version ", input._version(), ")");
+  }
+}
+
+Tensor take(torch::autograd::AutogradContext* ctx, const char* name) {
+  Tensor tensor = ctx->saved_data.at(name).toTensor();
+  ctx->saved_data.erase(name);
+  return tensor;
+}
+
+void check_first_backward(torch::autograd::AutogradContext* ctx, const char* block,
+                          const char* kept) {
+  BB_CHECK(!torch::GradMode::is_enabled(), block,
+           " has no second derivative (backward with create_graph); run the block with "
+           "model.block_kernel = \"composite\" (nn::BlockKernel::kComposite)");
+  BB_CHECK(ctx->saved_data.count(kept) == 1, block,
+           ": backward ran twice through the same block (retain_graph); the block lets go of its "
+           "activations in its first backward. Run it with model.block_kernel = \"composite\" "
+           "(nn::BlockKernel::kComposite) to do that");
+}
+
+}  // namespace bigbatch::nn::block_parts

@@ -1,0 +1,123 @@
+// What the fused transformer blocks share (nn/fused_block: pre-LN; nn/fused_post_ln_block:
+// post-LN): the scope of their kernels, casts to the compute dtype, their parameters' gradients,
+// and attention over the columns of one qkv product, on the bf16 attention kernels or on batched
+// products and a softmax. Internal to those blocks.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "bigbatch/nn/attention.h"
+
+namespace bigbatch::nn::block_parts {
+
+/// The scope of a block's own kernels: autocast's casts are made explicitly (so CPU autocast must
+/// not cast again), and no autograd graph is recorded (the block is one node).
+struct KernelScope {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+};
+
+/// `t` in `dtype` (itself when it already is).
+torch::Tensor in_dtype(const torch::Tensor& t, torch::ScalarType dtype);
+
+/// A product's gradients for its parameters, in the parameters' dtype, or undefined for a
+/// parameter that takes none: grad^T input for the weight, the column sums of grad for the bias.
+torch::Tensor weight_grad(bool wanted, const torch::Tensor& grad, const torch::Tensor& input,
+                          torch::ScalarType dtype);
+torch::Tensor bias_grad(bool wanted, const torch::Tensor& grad, torch::ScalarType dtype);
+
+/// How a block computes attention. kBf16Kernels reads q, k and v from the columns of the qkv
+/// product and writes their gradients there (nn/bf16_attention.h); kComposite copies them
+/// head-major for batched products and a softmax.
+enum class AttentionPath : int64_t { kComposite, kBf16Kernels };
+
+/// A block's attention over B sequences of T positions with H heads.
+struct BlockAttention {
+  AttentionPath path = AttentionPath::kComposite;
+  int64_t batch = 0;  ///< B
+  int64_t heads = 1;  ///< H
+  bool causal = false;
+  /// kBf16Kernels: the (B, T) bool padding, or an empty tensor for none (LibTorch 1.13's
+  /// Function::apply takes no undefined tensor); kComposite: the additive mask, broadcastable to
+  /// (B*H, T, T), in the compute dtype.
+  torch::Tensor mask;
+  torch::ScalarType compute = torch::kFloat;  ///< the dtype of qkv and of the products
+};
+
+/// The attention a block of width `embed` runs in `compute` over (B, T) = (`batch`, `time`)
+/// under `mask`: the bf16 kernels for bf16 on the CPU with an even head width where this build
+/// has them, the composite path otherwise.
+BlockAttention choose_block_attention(const AttentionMask& mask, int64_t batch, int64_t time,
+                                      int64_t heads, int64_t embed, torch::ScalarType compute,
+                                      const torch::Device& device);
+
+/// What attention_forward keeps for attention_backward.
+struct AttentionSaved {
+  /// qkv itself (N, 3C) on kBf16Kernels; its head-major copy (3, B*H, T, D) on kComposite
+  torch::Tensor input;
+  torch::Tensor probs;  ///< the probabilities: (B, H, T, T) or (B*H, T, T)
+};
+
+/// softmax(q k^T / sqrt(D) + mask) v for the q, k and v columns of qkv (N, 3C), N = B*T rows
+/// in sequence order -> (N, C), in `attention.compute`.
+torch::Tensor attention_forward(const BlockAttention& attention, const torch::Tensor& qkv,
+                                AttentionSaved& saved);
+
+/// dq, dk and dv as the columns of one (N, 3C) tensor for the gradient d_y (N, C) of
+/// attention_forward's result. Lets go of `saved` as it goes.
+torch::Tensor attention_backward(const BlockAttention& attention, AttentionSaved saved,
+                                 const torch::Tensor& d_y);
+
+/// A block's feed-forward network, residual + gelu(input W_fc^T + b_fc) W_out^T + b_out, in
+/// `compute` (the weights and biases cast to it, the result added to the float32 residual):
+/// input (N, C) in `compute`, residual (N, C) -> (N, C). Keeps what feed_forward_backward reads
+/// in `ctx` (kFeedForwardKept among it).
+torch::Tensor feed_forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input,
+                           const torch::Tensor& residual, const torch::Tensor& fc_weight,
+                           const torch::Tensor& fc_bias, const torch::Tensor& out_weight,
+                           const torch::Tensor& out_bias, torch::ScalarType compute);
+/// A name feed_forward keeps in `ctx` and feed_forward_backward takes (check_first_backward).
+constexpr const char* kFeedForwardKept = "ff_f";
+
+/// Which of the feed-forward network's parameters want a gradient.
+struct FeedForwardWanted {
+  bool fc_weight = true, fc_bias = true, out_weight = true, out_bias = true;
+};
+/// The feed-forward network's gradients: its parameters' (undefined where not wanted), in the
+/// parameters' dtype, and its input's (N, C), in the dtype of the result's gradient.
+struct FeedForwardGrads {
+  torch::Tensor fc_weight, fc_bias, out_weight, out_bias, input;
+};
+/// feed_forward's backward for the gradient `grad` (N, C) of its result, through the product
+/// only (the residual's gradient is `grad` itself). Lets go of what feed_forward kept.
+FeedForwardGrads feed_forward_backward(torch::autograd::AutogradContext* ctx,
+                                       const torch::Tensor& grad, const FeedForwardWanted& wanted,
+                                       torch::ScalarType compute, torch::ScalarType param);
+
+/// Keeps the settings attention_backward needs besides AttentionSaved in `ctx`.
+void save_attention(torch::autograd::AutogradContext* ctx, const BlockAttention& attention);
+/// The settings save_attention kept.
+BlockAttention saved_attention(torch::autograd::AutogradContext* ctx);
+
+/// Keeps the block's tensor `inputs` (x, then its parameters) and their versions in `ctx`.
+void keep_inputs(torch::autograd::AutogradContext* ctx,
+                 std::initializer_list<const torch::Tensor*> inputs);
+/// The inputs keep_inputs kept, in their order.
+c10::List<torch::Tensor> kept_inputs(torch::autograd::AutogradContext* ctx);
+/// Throws, as autograd does for a saved variable, when a kept input was changed in place between
+/// forward and backward (an optimizer step inside the window, say); `block` names the caller, and
+/// `order` the order of its inputs.
+void check_unchanged(torch::autograd::AutogradContext* ctx, const char* block, const char* order);
+
+/// The saved tensor `name` of `ctx`, no longer held by it: backward lets go of each activation
+/// once it is used, as autograd does between a composite block's nodes.
+torch::Tensor take(torch::autograd::AutogradContext* ctx, const char* name);
+
+/// Throws unless backward may run: no second derivative (create_graph), and not a second time
+/// through the same node (retain_graph); `kept` names a tensor the first backward takes.
+void check_first_backward(torch::autograd::AutogradContext* ctx, const char* block,
+                          const char* kept);
+
+}  // namespace bigbatch::nn::block_parts

@@ -102,6 +102,10 @@ TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
             "auto: one at a time: a pass is large (about 49 GFLOP, over the 20 of two at once in "
             "fp32), a second one at once would add its activations for little");
   EXPECT_DOUBLE_EQ(job::pass_flops(free_model, 8), 6.0 * 20 * 8);  // no attention: 8 rows
+  // Embedding tables read by index cost no FLOPs: 1,000,000 of them leave 1,000 parameters.
+  large.lookup_parameters = 1000000;
+  EXPECT_DOUBLE_EQ(job::pass_flops(large, 8), 6.0 * 1000 * 8 * 1024);
+  EXPECT_EQ(job::choose_concurrent_micro_batches(options, large, eight_by_eight, 2).passes, 2);
   job::Workload images = small_workload();
   images.positions_per_sample = 28 * 28;  // pixels count as rows, before attention_keys
   images.attention_keys = 5;

@@ -17,7 +17,7 @@ std::string dropout_concurrency_need(const std::string& key, double probability)
 }
 
 double pass_flops(const Workload& w, int64_t micro_batch) {
-  const int64_t parameters = models::parameter_count(*w.module);
+  const int64_t parameters = models::parameter_count(*w.module) - w.lookup_parameters;
   const int64_t positions =
       w.positions_per_sample > 0 ? w.positions_per_sample : std::max<int64_t>(1, w.attention_keys);
   const int64_t rows = micro_batch * positions;

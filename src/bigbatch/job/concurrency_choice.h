@@ -19,9 +19,9 @@ namespace bigbatch::job {
 std::string dropout_concurrency_need(const std::string& key, double probability);
 
 /// The largest estimated pass (pass_flops) auto runs two of at once: below it a second pass gained
-/// 7-95% on 2 cores (the Llama and MiniLM of bench/compare at micro-batch 2, 15 and 17 GFLOP,
-/// 18% and 8%), above it (60 GFLOP and more) 0-6% for a whole pass's activations more
-/// (docs/TRAINING.md).
+/// 7-95% on 2 cores (the Llama and MiniLM of bench/compare at micro-batch 2, 15 and 17 GFLOP as
+/// estimated before lookup tables were left out, 18% and 8%), above it (60 GFLOP and more) 0-6%
+/// for a whole pass's activations more (docs/TRAINING.md).
 constexpr double kMostFlopsForConcurrentPasses = 20e9;
 
 /// The largest estimated pass auto runs two of at once in `precision` on a CPU with `cpu_flags`
@@ -32,7 +32,8 @@ constexpr double kMostFlopsForConcurrentPasses = 20e9;
 double most_flops_for_concurrent_passes(nn::Precision precision,
                                         const std::set<std::string>& cpu_flags);
 
-/// A forward + backward pass's FLOPs as 6 x parameters x rows, rows = micro_batch x positions:
+/// A forward + backward pass's FLOPs as 6 x parameters x rows, the parameters less
+/// Workload::lookup_parameters, rows = micro_batch x positions:
 /// Workload::positions_per_sample (pixels), else Workload::attention_keys (tokens), else 1. An
 /// upper bound for a convolutional net, whose later layers see fewer positions.
 double pass_flops(const Workload& w, int64_t micro_batch);

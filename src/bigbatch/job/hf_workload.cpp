@@ -310,6 +310,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   w.module = model.module();
   w.attention_keys = context;
   w.llama_ops = !model.llama.is_empty();
+  w.lookup_parameters = model.lookup_parameters();
   if (model.bert) {
     const models::HfBertConfig& c = model.bert->config();
     w.block_dropout = std::max(c.hidden_dropout_prob(), c.attention_probs_dropout_prob());

@@ -50,6 +50,9 @@ struct Workload {
   /// got 0.1: ...". Empty when it can (engine::TrainerOptions::concurrent_micro_batches > 1, and
   /// TrainingJobOptions::auto_concurrent_micro_batches may choose it).
   std::string concurrency_need;
+  /// Parameters of embedding tables only read by index, which auto's estimate of a pass
+  /// (job::pass_flops) leaves out: they cost no FLOPs (BERT's 11.9M of its 22.7M).
+  int64_t lookup_parameters = 0;
   /// Positions a sample's activations span (the pixels of an image) for auto's estimate of a
   /// pass (job::pass_flops); 0 = attention_keys, or 1 without attention.
   int64_t positions_per_sample = 0;

@@ -96,6 +96,17 @@ std::string HfModel::describe() const {
              c.num_labels(), " classes");
 }
 
+int64_t HfModel::lookup_parameters() const {
+  if (bert) {
+    return bert->word_embeddings->weight.numel() + bert->position_embeddings->weight.numel() +
+           bert->token_type_embeddings->weight.numel();
+  }
+  if (llama)
+    return llama->lm_head_weight.defined() ? llama->embed_tokens->weight.numel() : 0;
+  return gpt2->wpe->weight.numel() +
+         (gpt2->lm_head_weight.defined() ? gpt2->wte->weight.numel() : 0);
+}
+
 std::string HfModel::dropouts() const {
   std::vector<std::pair<std::string, double>> all;
   if (gpt2) {

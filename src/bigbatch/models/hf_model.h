@@ -67,6 +67,10 @@ struct HfModel {
   /// The config's dropouts that draw in training, as "hidden_dropout_prob 0.1,
   /// attention_probs_dropout_prob 0.1"; empty when every one is 0.
   std::string dropouts() const;
+  /// The parameters of embedding tables that are only read by index (no product uses them: a
+  /// tied output head's table does), which cost no FLOPs: BERT's word, position and token type
+  /// embeddings; an untied Llama's embed_tokens; GPT-2's wpe, and its wte when untied.
+  int64_t lookup_parameters() const;
 };
 
 /// The model of `directory` in float32 with its weights; a classifier (bert) gets `num_labels`

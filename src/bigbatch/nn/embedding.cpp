@@ -92,7 +92,8 @@ torch::Tensor embedding(const torch::Tensor& weight, const torch::Tensor& ids) {
   BB_CHECK_INPUT(weight.dim() == 2, "embedding: the weight must be (V, C), got ", weight.sizes());
   BB_CHECK_INPUT(ids.scalar_type() == torch::kLong || ids.scalar_type() == torch::kInt,
                  "embedding: ids must be int64 or int32, got ", ids.scalar_type());
-  if (!weight.requires_grad() || !torch::GradMode::is_enabled())
+  // Its backward's row sums are a CPU loop; a GPU, inference and a frozen table take LibTorch's.
+  if (!weight.requires_grad() || !torch::GradMode::is_enabled() || !weight.device().is_cpu())
     return torch::embedding(weight, ids);
   return Embedding::apply(weight, ids.to(torch::kLong));
 }

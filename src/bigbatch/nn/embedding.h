@@ -36,7 +36,8 @@ SparseEmbeddingGrad sparse_embedding_grad();
 /// scale_grad_by_freq. The weight's gradient is the sum of the output gradients of each id's
 /// positions, in their order, whether it is returned dense or (as sparse_embedding_grad() allows)
 /// as a coalesced sparse tensor of the used rows: the two add into a dense gradient to the same
-/// values. weight (V, C), ids (...) int64 -> (..., C)
+/// values. On a GPU, and where no gradient is taken, it is torch::embedding itself.
+/// weight (V, C), ids (...) int64 or int32 -> (..., C)
 torch::Tensor embedding(const torch::Tensor& weight, const torch::Tensor& ids);
 
 }  // namespace bigbatch::nn

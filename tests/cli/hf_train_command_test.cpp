@@ -317,6 +317,16 @@ TEST(HfTrainCommand, TheTinyBertRunsItsLayersFusedToTheCompositeLosses) {
   ASSERT_EQ(losses[1].size(), 4u);
   for (size_t step = 0; step < 4; ++step)
     EXPECT_NEAR(losses[0][step], losses[1][step], 1e-5 * std::abs(losses[1][step])) << step;
+  // Adapters on the layers' products keep them composite, and the plan says so.
+  const Result adapted = run("train " + hf_settings("tiny-bert") + "-s model.path=" + model +
+                             " -s data.path=" + (dir.path() / "texts").string() +
+                             " -s data.min_per_class=5 -s train.steps=1 -s train.eval_every=0"
+                             " -s adapter.kind=lora --run-dir " +
+                             (dir.path() / "lora").string());
+  ASSERT_EQ(adapted.exit_code, 0) << adapted.output;
+  EXPECT_TRUE(std::regex_search(
+      adapted.output, std::regex("\nblocks +composite +adapters on the blocks' products")))
+      << adapted.output;
 }
 
 TEST(HfTrainCommand, BadModelDirectoriesAndSettingsExitWith2AndWriteNothing) {

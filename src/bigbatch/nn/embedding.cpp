@@ -1,6 +1,7 @@
 #include "bigbatch/nn/embedding.h"
 
 #include <tuple>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 

@@ -1,8 +1,6 @@
 #include "bigbatch/nn/fused_block.h"
 
-#include <array>
 #include <atomic>
-#include <cmath>
 #include <tuple>
 
 #include "bigbatch/core/check.h"
@@ -116,15 +114,9 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const Tensor g = grads[0].reshape({-1, grads[0].size(-1)});  // (N, C), float32
     const int64_t embed = g.size(1);
     // Feed-forward network: out = h + gelu(b W_fc^T + b_fc) W_out^T + b_out.
-    FeedForwardGrads ff = feed_forward_backward(
-        ctx, g, {wanted(kFcWeight), wanted(kFcBias), wanted(kOutWeight), wanted(kOutBias)},
-        attention.compute, param);
-    result[kFcWeight] = ff.fc_weight;
-    result[kFcBias] = ff.fc_bias;
-    result[kOutWeight] = ff.out_weight;
-    result[kOutBias] = ff.out_bias;
-    Tensor d_normed2 = std::move(ff.input);  // (N, C), float32
-    Tensor dh, d_ln2_weight, d_ln2_bias;     // (N, C): through ln2, then the residual added
+    Tensor d_normed2 = feed_forward_backward(ctx, g, {kFcWeight, kFcBias, kOutWeight, kOutBias},
+                                             result, attention.compute, param);  // (N, C), float32
+    Tensor dh, d_ln2_weight, d_ln2_bias;  // (N, C): through ln2, then the residual added
     std::tie(dh, d_ln2_weight, d_ln2_bias) = at::native_layer_norm_backward(
         d_normed2, saved("h"), {embed}, saved("mean2"), saved("rstd2"), ln2_weight, ln2_bias,
         {true, wanted(kLn2Weight), wanted(kLn2Bias)});
@@ -230,14 +222,7 @@ bool use_fused_block(const torch::Tensor& x, double dropout, bool training, int6
 torch::Tensor fused_pre_ln_block(const torch::Tensor& x, const PreLnBlockParameters& parameters,
                                  const PreLnBlockShape& shape, const AttentionMask& mask) {
   BB_CHECK(x.dim() == 3, "fused_pre_ln_block expects x of shape (B, T, C), got ", x.sizes());
-  BB_CHECK(shape.heads > 0 && x.size(2) % shape.heads == 0, "fused_pre_ln_block: ", shape.heads,
-           " heads do not divide the width ", x.size(2));
-  BB_CHECK(fused_block_supported(x, /*dropout=*/0.0, /*training=*/false),
-           "fused_pre_ln_block needs float32 or float64 inputs without autocast, or float32 "
-           "under CPU bf16 autocast on native bf16 products, got ",
-           x.scalar_type(), " on ", x.device());
-  const torch::ScalarType compute =
-      compat::autocast_enabled(x.device().type()) ? torch::kBFloat16 : x.scalar_type();
+  const torch::ScalarType compute = checked_compute_dtype(x, shape.heads, "fused_pre_ln_block");
   const BlockAttention attention = choose_block_attention(mask, x.size(0), x.size(1), shape.heads,
                                                           x.size(2), compute, x.device());
   const PreLnBlockParameters& p = parameters;

@@ -3,8 +3,10 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/fp32_matmul.h"
+#include "bigbatch/nn/fused_block.h"
 
 namespace bigbatch::nn::block_parts {
 namespace {
@@ -74,6 +76,17 @@ Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::
 
 Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {
   return wanted ? in_dtype(grad.sum(0), dtype) : Tensor();
+}
+
+torch::ScalarType checked_compute_dtype(const Tensor& x, int64_t heads, const char* block) {
+  const int64_t width = x.size(-1);
+  BB_CHECK(heads > 0 && width % heads == 0, block, ": ", heads, " heads do not divide the width ",
+           width);
+  BB_CHECK(fused_block_supported(x, /*dropout=*/0.0, /*training=*/false), block,
+           " needs float32 or float64 inputs without autocast, or float32 under CPU bf16 autocast "
+           "on native bf16 products, got ",
+           x.scalar_type(), " on ", x.device());
+  return compat::autocast_enabled(x.device().type()) ? torch::kBFloat16 : x.scalar_type();
 }
 
 BlockAttention choose_block_attention(const AttentionMask& mask, int64_t batch, int64_t time,
@@ -158,19 +171,19 @@ Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
   return at::add(residual, gemm_bias(in_dtype(out_bias, compute), f, out_w.t()));  // (N, C)
 }
 
-FeedForwardGrads feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor& grad,
-                                       const FeedForwardWanted& wanted, torch::ScalarType compute,
-                                       torch::ScalarType param) {
-  FeedForwardGrads result;
+Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor& grad,
+                             const FeedForwardInputs& at, torch::autograd::variable_list& result,
+                             torch::ScalarType compute, torch::ScalarType param) {
+  const c10::List<Tensor> inputs = kept_inputs(ctx);
+  const auto wanted = [&inputs](int64_t input) { return inputs.get(input).requires_grad(); };
   const Tensor g = in_dtype(grad, compute);  // (N, C)
-  result.out_weight = weight_grad(wanted.out_weight, g, take(ctx, kFeedForwardKept), param);
-  result.out_bias = bias_grad(wanted.out_bias, g, param);
+  result[at.out_weight] = weight_grad(wanted(at.out_weight), g, take(ctx, kFeedForwardKept), param);
+  result[at.out_bias] = bias_grad(wanted(at.out_bias), g, param);
   const Tensor d_pre =
       at::gelu_backward(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
-  result.fc_weight = weight_grad(wanted.fc_weight, d_pre, take(ctx, "ff_input"), param);
-  result.fc_bias = bias_grad(wanted.fc_bias, d_pre, param);
-  result.input = in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), grad.scalar_type());
-  return result;
+  result[at.fc_weight] = weight_grad(wanted(at.fc_weight), d_pre, take(ctx, "ff_input"), param);
+  result[at.fc_bias] = bias_grad(wanted(at.fc_bias), d_pre, param);
+  return in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), grad.scalar_type());
 }
 
 void save_attention(torch::autograd::AutogradContext* ctx, const BlockAttention& attention) {

@@ -46,6 +46,11 @@ struct BlockAttention {
   torch::ScalarType compute = torch::kFloat;  ///< the dtype of qkv and of the products
 };
 
+/// What a fused block computes its products in for `x` (rows (N, C) or (B, T, C)) under this
+/// thread's autocast: bf16 under CPU bf16 autocast, else x's dtype. Throws naming `block` where
+/// `heads` do not divide the width or fused_block_supported() does not hold.
+torch::ScalarType checked_compute_dtype(const torch::Tensor& x, int64_t heads, const char* block);
+
 /// The attention a block of width `embed` runs in `compute` over (B, T) = (`batch`, `time`)
 /// under `mask`: the bf16 kernels for bf16 on the CPU with an even head width where this build
 /// has them, the composite path otherwise.
@@ -81,20 +86,18 @@ torch::Tensor feed_forward(torch::autograd::AutogradContext* ctx, const torch::T
 /// A name feed_forward keeps in `ctx` and feed_forward_backward takes (check_first_backward).
 constexpr const char* kFeedForwardKept = "ff_f";
 
-/// Which of the feed-forward network's parameters want a gradient.
-struct FeedForwardWanted {
-  bool fc_weight = true, fc_bias = true, out_weight = true, out_bias = true;
-};
-/// The feed-forward network's gradients: its parameters' (undefined where not wanted), in the
-/// parameters' dtype, and its input's (N, C), in the dtype of the result's gradient.
-struct FeedForwardGrads {
-  torch::Tensor fc_weight, fc_bias, out_weight, out_bias, input;
+/// Where the feed-forward network's parameters stand among a block's autograd inputs.
+struct FeedForwardInputs {
+  int64_t fc_weight, fc_bias, out_weight, out_bias;
 };
 /// feed_forward's backward for the gradient `grad` (N, C) of its result, through the product
-/// only (the residual's gradient is `grad` itself). Lets go of what feed_forward kept.
-FeedForwardGrads feed_forward_backward(torch::autograd::AutogradContext* ctx,
-                                       const torch::Tensor& grad, const FeedForwardWanted& wanted,
-                                       torch::ScalarType compute, torch::ScalarType param);
+/// only (the residual's gradient is `grad` itself): sets the gradients of the parameters at
+/// `at` in `result`, in `param`, for those of keep_inputs' inputs that require one, and returns
+/// the input's (N, C), in grad's dtype. Lets go of what feed_forward kept.
+torch::Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx,
+                                    const torch::Tensor& grad, const FeedForwardInputs& at,
+                                    torch::autograd::variable_list& result,
+                                    torch::ScalarType compute, torch::ScalarType param);
 
 /// Keeps the settings attention_backward needs besides AttentionSaved in `ctx`.
 void save_attention(torch::autograd::AutogradContext* ctx, const BlockAttention& attention);

@@ -4,9 +4,7 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
-#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/fp32_matmul.h"
-#include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/fused_block_parts.h"
 
 namespace bigbatch::nn {
@@ -167,14 +165,9 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
     result[kLn2Bias] = d_ln2_bias;
 
     // Feed-forward network: s2 = a + gelu(a W_fc^T + b_fc) W_out^T + b_out.
-    FeedForwardGrads ff = feed_forward_backward(
-        ctx, d_s2, {wanted(kFcWeight), wanted(kFcBias), wanted(kOutWeight), wanted(kOutBias)},
-        attention.compute, param);
-    result[kFcWeight] = ff.fc_weight;
-    result[kFcBias] = ff.fc_bias;
-    result[kOutWeight] = ff.out_weight;
-    result[kOutBias] = ff.out_bias;
-    Tensor d_a = ff.input.add_(d_s2);  // (N, C), float32
+    Tensor d_a = feed_forward_backward(ctx, d_s2, {kFcWeight, kFcBias, kOutWeight, kOutBias},
+                                       result, attention.compute, param)
+                     .add_(d_s2);  // (N, C), float32
     d_s2.reset();
     Tensor d_s1, d_ln1_weight, d_ln1_bias;  // (N, C): through LN1
     std::tie(d_s1, d_ln1_weight, d_ln1_bias) = at::native_layer_norm_backward(
@@ -210,19 +203,12 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
 torch::Tensor fused_post_ln_block(const torch::Tensor& x, const PostLnBlockParameters& parameters,
                                   const PostLnBlockShape& shape, const BlockRows& rows) {
   BB_CHECK(x.dim() == 2, "fused_post_ln_block expects x of shape (N, C), got ", x.sizes());
-  BB_CHECK(shape.heads > 0 && x.size(1) % shape.heads == 0, "fused_post_ln_block: ", shape.heads,
-           " heads do not divide the width ", x.size(1));
   BB_CHECK(rows.slots.defined() ? rows.slots.dim() == 1 && rows.slots.size(0) == x.size(0) &&
                                       x.size(0) <= rows.batch * rows.time
                                 : x.size(0) == rows.batch * rows.time,
            "fused_post_ln_block: ", x.size(0), " rows do not fit ", rows.batch, " sequences of ",
            rows.time, rows.slots.defined() ? cat(" through ", rows.slots.sizes(), " slots") : "");
-  BB_CHECK(fused_block_supported(x, /*dropout=*/0.0, /*training=*/false),
-           "fused_post_ln_block needs float32 or float64 inputs without autocast, or float32 "
-           "under CPU bf16 autocast on native bf16 products, got ",
-           x.scalar_type(), " on ", x.device());
-  const torch::ScalarType compute =
-      compat::autocast_enabled(x.device().type()) ? torch::kBFloat16 : x.scalar_type();
+  const torch::ScalarType compute = checked_compute_dtype(x, shape.heads, kName);
   const BlockAttention attention = choose_block_attention(
       rows.mask, rows.batch, rows.time, shape.heads, x.size(1), compute, x.device());
   const torch::Tensor slots = rows.slots.defined()

@@ -17,7 +17,6 @@
 #include "bigbatch/data/token_datasets.h"
 #include "bigbatch/job/concurrency_choice.h"
 #include "bigbatch/models/hf_model.h"
-#include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/mode_guard.h"
 #include "bigbatch/text/conversation.h"
 #include "bigbatch/text/tokenizer.h"
@@ -312,13 +311,11 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   w.llama_ops = !model.llama.is_empty();
   w.lookup_parameters = model.lookup_parameters();
   if (model.bert) {
-    const models::HfBertConfig& c = model.bert->config();
-    w.block_dropout = std::max(c.hidden_dropout_prob(), c.attention_probs_dropout_prob());
-    const auto modules = model.bert->layer->modules();
-    w.block_adapters = std::any_of(modules.begin(), modules.end(), [](const auto& module) {
-      const auto linear = std::dynamic_pointer_cast<nn::AdaptedLinearImpl>(module);
-      return linear && linear->has_lora();
-    });
+    for (size_t i = 0; i < model.bert->layer->size(); ++i) {
+      const auto& layer = *model.bert->layer->ptr(i)->as<models::HfBertLayer>();
+      w.block_dropout = layer.dropout();
+      w.block_adapters = w.block_adapters || layer.has_adapters();
+    }
   }
   if (const std::string dropouts = model.dropouts(); !dropouts.empty()) {
     w.concurrency_need = cat("a model without dropout: ", options.model_path, "/config.json has ",

@@ -128,38 +128,50 @@ torch::Tensor HfBertLayerImpl::after_attention(const torch::Tensor& x,
       a);  // (..., C)
 }
 
-bool HfBertLayerImpl::runs_fused(const torch::Tensor& x, int64_t keys) const {
+bool HfBertLayerImpl::has_adapters() const {
   for (const nn::AdaptedLinear* linear :
        {&query, &key, &value, &attention_dense, &intermediate_dense, &output_dense})
     if ((*linear)->has_lora())
-      return false;
+      return true;
+  return false;
+}
+
+double HfBertLayerImpl::dropout() const {
+  return std::max(config_.hidden_dropout_prob(), config_.attention_probs_dropout_prob());
+}
+
+bool HfBertLayerImpl::runs_fused(const torch::Tensor& x, int64_t keys) const {
+  if (has_adapters())
+    return false;
   for (const torch::Tensor& parameter : parameters())
     if (parameter.scalar_type() != x.scalar_type())
       return false;  // frozen weights stored narrower
-  const double dropout =
-      std::max(config_.hidden_dropout_prob(), config_.attention_probs_dropout_prob());
-  return nn::use_fused_block(x, dropout, is_training(), keys);
+  return nn::use_fused_block(x, dropout(), is_training(), keys);
+}
+
+nn::PostLnBlockParameters HfBertLayerImpl::fused_parameters() const {
+  return {query->weight,
+          key->weight,
+          value->weight,
+          query->bias,
+          key->bias,
+          value->bias,
+          attention_dense->weight,
+          attention_dense->bias,
+          attention_norm->weight,
+          attention_norm->bias,
+          intermediate_dense->weight,
+          intermediate_dense->bias,
+          output_dense->weight,
+          output_dense->bias,
+          output_norm->weight,
+          output_norm->bias};
 }
 
 torch::Tensor HfBertLayerImpl::fused_forward(const torch::Tensor& x, const nn::BlockRows& rows) {
-  const nn::PostLnBlockParameters parameters{query->weight,
-                                             key->weight,
-                                             value->weight,
-                                             query->bias,
-                                             key->bias,
-                                             value->bias,
-                                             attention_dense->weight,
-                                             attention_dense->bias,
-                                             attention_norm->weight,
-                                             attention_norm->bias,
-                                             intermediate_dense->weight,
-                                             intermediate_dense->bias,
-                                             output_dense->weight,
-                                             output_dense->bias,
-                                             output_norm->weight,
-                                             output_norm->bias};
-  return nn::fused_post_ln_block(
-      x, parameters, {config_.num_attention_heads(), config_.layer_norm_eps()}, rows);  // (N, C)
+  return nn::fused_post_ln_block(x, fused_parameters(),
+                                 {config_.num_attention_heads(), config_.layer_norm_eps()},
+                                 rows);  // (N, C)
 }
 
 HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {

@@ -56,6 +56,12 @@ class HfBertLayerImpl : public torch::nn::Module {
   /// only each row's first token is computed, attending to every real token -> (B, C).
   torch::Tensor forward(const torch::Tensor& x, const nn::PackedTokens& tokens,
                         bool first_only = false);
+  /// Its parameters as nn::fused_post_ln_block takes them.
+  nn::PostLnBlockParameters fused_parameters() const;
+  /// Whether any of its products carries an adapter (LoRA), which keeps it composite.
+  bool has_adapters() const;
+  /// The dropout it draws in training: the larger of the config's hidden and attention dropout.
+  double dropout() const;
 
   nn::AdaptedLinear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
   torch::nn::LayerNorm attention_norm{nullptr};

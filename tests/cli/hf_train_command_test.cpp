@@ -47,6 +47,14 @@ std::vector<nlohmann::json> records(const std::string& run_dir, const std::strin
   return found;
 }
 
+/// The losses of a run's windows, in order.
+std::vector<double> window_losses(const std::string& run_dir) {
+  std::vector<double> losses;
+  for (const nlohmann::json& step : records(run_dir, "window"))
+    losses.push_back(step["loss"].get<double>());
+  return losses;
+}
+
 TEST(HfTrainCommand, TheTinyBertClassifiesFoldersOfTextsWithAFreshHead) {
   testing::TempDir dir;
   // Four classes: the checkpoint's head has three, so a fresh one replaces it.
@@ -142,8 +150,7 @@ TEST(HfTrainCommand, ALlamaWithoutDropoutRunsTwoMicroBatchesAtOnceToTheSameLosse
                          "train.concurrent_micro_batches=" +
                          std::to_string(passes) + " --run-dir " + run_dir);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (const nlohmann::json& step : records(run_dir, "window"))
-      losses[passes - 1].push_back(step["loss"].get<double>());
+    losses[passes - 1] = window_losses(run_dir);
   }
   ASSERT_EQ(losses[0].size(), 3u);
   EXPECT_EQ(losses[0], losses[1]);  // bitwise: one thread per pass either way
@@ -164,8 +171,7 @@ TEST(HfTrainCommand, ALlamaRunsItsElementwiseStepsFusedToTheCompositeLosses) {
             " --run-dir " + run_dir);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_TRUE(std::regex_search(r.output, rows[i])) << r.output;
-    for (const nlohmann::json& step : records(run_dir, "window"))
-      losses[i].push_back(step["loss"].get<double>());
+    losses[i] = window_losses(run_dir);
   }
   ASSERT_EQ(losses[0].size(), 4u);
   ASSERT_EQ(losses[1].size(), 4u);
@@ -243,9 +249,10 @@ void edit_json(const fs::path& path, const std::function<void(nlohmann::json&)>&
   std::ofstream(path) << json.dump(1);
 }
 
-TEST(HfTrainCommand, TheTinyBertSkipsItsPaddingToTheLossesOfComputingIt) {
-  testing::TempDir dir;
-  // Texts of 1 to 12 words: most rows of a micro-batch are padded.
+/// Writes two classes of 12 texts of 1 to 12 words (most rows of a micro-batch are padded) and a
+/// copy of tiny-bert without dropout into `dir`; returns the train command for them, up to its
+/// further settings: "train <model and data settings> ".
+std::string tiny_bert_job_without_dropout(testing::TempDir& dir) {
   for (int label = 0; label < 2; ++label) {
     for (int i = 0; i < 12; ++i) {
       std::string text = label == 0 ? "sun" : "moon";
@@ -260,20 +267,25 @@ TEST(HfTrainCommand, TheTinyBertSkipsItsPaddingToTheLossesOfComputingIt) {
       c["attention_probs_dropout_prob"] = 0.0;
     });
   });
+  return "train " + hf_settings("tiny-bert") + "-s model.path=" + model +
+         " -s data.path=" + (dir.path() / "texts").string() +
+         " -s data.min_per_class=5 -s train.eval_every=0 ";
+}
+
+TEST(HfTrainCommand, TheTinyBertSkipsItsPaddingToTheLossesOfComputingIt) {
+  testing::TempDir dir;
+  const std::string job = tiny_bert_job_without_dropout(dir);
   std::vector<double> losses[2];
   for (int skip = 0; skip <= 1; ++skip) {
     const std::string run_dir = (dir.path() / ("run" + std::to_string(skip))).string();
     const Result r =
-        run("train " + hf_settings("tiny-bert") + "-s model.path=" + model +
-            " -s data.path=" + (dir.path() / "texts").string() +
-            " -s data.min_per_class=5 -s train.steps=4 -s train.eval_every=0 -s hf.skip_padding=" +
-            (skip == 1 ? "true" : "false") + " --run-dir " + run_dir);
+        run(job + "-s train.steps=4 -s hf.skip_padding=" + (skip == 1 ? "true" : "false") +
+            " --run-dir " + run_dir);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_THAT(r.output,
                 HasSubstr(skip == 1 ? "hf.skip_padding: the encoder computes only the real"
                                     : "hf.skip_padding = false: every padded position"));
-    for (const nlohmann::json& step : records(run_dir, "window"))
-      losses[skip].push_back(step["loss"].get<double>());
+    losses[skip] = window_losses(run_dir);
   }
   ASSERT_EQ(losses[0].size(), 4u);
   ASSERT_EQ(losses[1].size(), 4u);
@@ -283,45 +295,25 @@ TEST(HfTrainCommand, TheTinyBertSkipsItsPaddingToTheLossesOfComputingIt) {
 
 TEST(HfTrainCommand, TheTinyBertRunsItsLayersFusedToTheCompositeLosses) {
   testing::TempDir dir;
-  for (int label = 0; label < 2; ++label) {
-    for (int i = 0; i < 10; ++i) {
-      std::string text = label == 0 ? "sun" : "moon";
-      for (int word = 0; word < i; ++word)
-        text += " word" + std::to_string(word);
-      dir.write("texts/class" + std::to_string(label) + "/" + std::to_string(i) + ".txt", text);
-    }
-  }
-  const std::string model = edited_model(dir, "tiny-bert", [](const fs::path& d) {
-    edit_json(d / "config.json", [](nlohmann::json& c) {
-      c["hidden_dropout_prob"] = 0.0;
-      c["attention_probs_dropout_prob"] = 0.0;
-    });
-  });
+  const std::string job = tiny_bert_job_without_dropout(dir);
   std::vector<double> losses[2];
   const std::string kernels[2] = {"auto", "composite"};
   const std::regex rows[2] = {std::regex("\nblocks +fused +one autograd node per block"),
                               std::regex("\nblocks +composite +one operation per step")};
   for (int i = 0; i < 2; ++i) {
     const std::string run_dir = (dir.path() / kernels[i]).string();
-    const Result r = run("train " + hf_settings("tiny-bert") + "-s model.path=" + model +
-                         " -s data.path=" + (dir.path() / "texts").string() +
-                         " -s data.min_per_class=5 -s train.steps=4 -s train.eval_every=0"
-                         " -s model.block_kernel=" +
-                         kernels[i] + " --run-dir " + run_dir);
+    const Result r =
+        run(job + "-s train.steps=4 -s model.block_kernel=" + kernels[i] + " --run-dir " + run_dir);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_TRUE(std::regex_search(r.output, rows[i])) << r.output;
-    for (const nlohmann::json& step : records(run_dir, "window"))
-      losses[i].push_back(step["loss"].get<double>());
+    losses[i] = window_losses(run_dir);
   }
   ASSERT_EQ(losses[0].size(), 4u);
   ASSERT_EQ(losses[1].size(), 4u);
   for (size_t step = 0; step < 4; ++step)
     EXPECT_NEAR(losses[0][step], losses[1][step], 1e-5 * std::abs(losses[1][step])) << step;
   // Adapters on the layers' products keep them composite, and the plan says so.
-  const Result adapted = run("train " + hf_settings("tiny-bert") + "-s model.path=" + model +
-                             " -s data.path=" + (dir.path() / "texts").string() +
-                             " -s data.min_per_class=5 -s train.steps=1 -s train.eval_every=0"
-                             " -s adapter.kind=lora --run-dir " +
+  const Result adapted = run(job + "-s train.steps=1 -s adapter.kind=lora --run-dir " +
                              (dir.path() / "lora").string());
   ASSERT_EQ(adapted.exit_code, 0) << adapted.output;
   EXPECT_TRUE(std::regex_search(

@@ -191,27 +191,20 @@ TEST(FusedBlock, RefusesASecondDerivativeASecondBackwardAndAChangedInput) {
   const torch::Tensor x = torch::randn({kBatch, kTime, kEmbed}, torch::kFloat64).requires_grad_();
   const AttentionMask causal{/*causal=*/true, {}};
   const torch::Tensor loss = block->forward(x, causal).pow(2).sum();
-  const auto error_of = [](const auto& action) {
-    try {
-      action();
-    } catch (const std::exception& error) {
-      return std::string(error.what());
-    }
-    return std::string("no error");
-  };
-  const std::string second_derivative = error_of([&] {
+  using testing::logic_error_of;
+  const std::string second_derivative = logic_error_of([&] {
     torch::autograd::grad({loss}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
   });
   EXPECT_NE(second_derivative.find("no second derivative"), std::string::npos) << second_derivative;
   const torch::Tensor other = block->forward(x, causal).sum();
   other.backward({}, /*retain_graph=*/true);
-  const std::string twice = error_of([&] { other.backward(); });
+  const std::string twice = logic_error_of([&] { other.backward(); });
   EXPECT_NE(twice.find("backward ran twice"), std::string::npos) << twice;
   {
     torch::NoGradGuard no_grad;
     block->mlp->fc->weight.add_(1.0);  // as an optimizer step inside the window would
   }
-  const std::string changed = error_of([&] { loss.backward(); });
+  const std::string changed = logic_error_of([&] { loss.backward(); });
   EXPECT_NE(changed.find("changed in place"), std::string::npos) << changed;
 }
 

@@ -229,57 +229,32 @@ TEST(FusedPostLnBlock, RefusesASecondDerivativeASecondBackwardAndAChangedInput) 
   const torch::Tensor x =
       torch::randn({tokens.real.size(0), kHidden}, torch::kFloat64).requires_grad_();
   const torch::Tensor loss = layer->forward(x, tokens).pow(2).sum();
-  const auto error_of = [](const auto& action) {
-    try {
-      action();
-    } catch (const std::exception& error) {
-      return std::string(error.what());
-    }
-    return std::string("no error");
-  };
-  const std::string second_derivative = error_of([&] {
+  using testing::logic_error_of;
+  const std::string second_derivative = logic_error_of([&] {
     torch::autograd::grad({loss}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
   });
   EXPECT_NE(second_derivative.find("no second derivative"), std::string::npos) << second_derivative;
   const torch::Tensor other = layer->forward(x, tokens).sum();
   other.backward({}, /*retain_graph=*/true);
-  const std::string twice = error_of([&] { other.backward(); });
+  const std::string twice = logic_error_of([&] { other.backward(); });
   EXPECT_NE(twice.find("backward ran twice"), std::string::npos) << twice;
   {
     torch::NoGradGuard no_grad;
     layer->value->weight.add_(1.0);  // as an optimizer step inside the window would
   }
-  const std::string changed = error_of([&] { loss.backward(); });
+  const std::string changed = logic_error_of([&] { loss.backward(); });
   EXPECT_NE(changed.find("changed in place"), std::string::npos) << changed;
   EXPECT_NE(changed.find("input 3 "), std::string::npos) << changed;  // x, query, key, value
 }
 
 TEST(FusedPostLnBlock, RefusesRowsThatDoNotFitTheirSequences) {
   HfBertLayer layer = random_layer(torch::kFloat32);
-  const PostLnBlockParameters parameters{layer->query->weight,
-                                         layer->key->weight,
-                                         layer->value->weight,
-                                         layer->query->bias,
-                                         layer->key->bias,
-                                         layer->value->bias,
-                                         layer->attention_dense->weight,
-                                         layer->attention_dense->bias,
-                                         layer->attention_norm->weight,
-                                         layer->attention_norm->bias,
-                                         layer->intermediate_dense->weight,
-                                         layer->intermediate_dense->bias,
-                                         layer->output_dense->weight,
-                                         layer->output_dense->bias,
-                                         layer->output_norm->weight,
-                                         layer->output_norm->bias};
+  const PostLnBlockParameters parameters = layer->fused_parameters();
   const torch::Tensor x = torch::randn({5, kHidden});
   const auto error_of = [&](const BlockRows& rows) {
-    try {
+    return testing::logic_error_of([&] {
       fused_post_ln_block(x, parameters, {kHeads, 1e-12}, rows);
-    } catch (const std::exception& error) {
-      return std::string(error.what());
-    }
-    return std::string("no error");
+    });
   };
   const std::string unplaced = error_of({2, 3, {}, {}});
   EXPECT_NE(unplaced.find("5 rows do not fit 2 sequences of 3"), std::string::npos) << unplaced;

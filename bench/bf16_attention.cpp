@@ -1,5 +1,6 @@
 // Times one GPT block's attention in bf16, forward + backward, as the fused block runs it: the
 // bf16 attention kernels (nn/bf16_attention.h) reading q, k, v from the qkv product's columns,
+// their products on vdpbf16ps and, where the CPU has AMX, on tiles,
 // against the composite (the head-major copy, baddbmm with the mask, softmax, bmm, and their
 // backward with the copies back), alternating call by call so that the machine's drift falls on
 // both. Default shape: bench/compare's GPT (8 x 64 tokens, 4 heads of 32).
@@ -53,15 +54,19 @@ int main(int argc, char** argv) {
     return t.view({batch, time, heads, dim}).permute({0, 2, 1, 3});
   };
 
-  const std::function<void()> kernels = [&] {
-    const bigbatch::nn::Bf16AttentionInputs in{
+  const auto kernels_on = [&](bool amx) {
+    bigbatch::nn::Bf16AttentionInputs in{
         columns(qkv, 0), columns(qkv, 1), columns(qkv, 2), {true, {}}, scale};
+    in.use_amx = amx;
     const Tensor y = torch::empty({rows, embed}, bf16);
     const Tensor probs = bigbatch::nn::bf16_attention_forward(in, by_head(y));
     const Tensor d_qkv = torch::empty({rows, 3 * embed}, bf16);
     bigbatch::nn::bf16_attention_backward(
         in, probs, by_head(d_out), {columns(d_qkv, 0), columns(d_qkv, 1), columns(d_qkv, 2)});
   };
+  const bool amx = bigbatch::nn::bf16_attention_amx_available() && dim % 32 == 0;
+  const std::function<void()> kernels = [&] { kernels_on(false); };
+  const std::function<void()> amx_kernels = [&] { kernels_on(true); };
   const std::function<void()> composite = [&] {  // as nn/fused_block.cpp's composite path
     const Tensor split = qkv.view({batch, time, 3, heads, dim})
                              .permute({2, 0, 3, 1, 4})
@@ -89,16 +94,25 @@ int main(int argc, char** argv) {
                              .reshape({rows, 3 * embed});
   };
 
-  std::vector<double> fused_ms, composite_ms;
+  std::vector<double> fused_ms, amx_ms, composite_ms;
   for (int rep = 0; rep < reps; ++rep) {
     fused_ms.push_back(time_ms(kernels));
+    if (amx)
+      amx_ms.push_back(time_ms(amx_kernels));
     composite_ms.push_back(time_ms(composite));
   }
   const double flops = 4.0 * 3.0 * double(batch * heads) * double(time * time * dim);
   std::printf("%d threads, B %ld T %ld H %ld D %ld, causal, forward + backward, %d repetitions\n",
               at::get_num_threads(), long(batch), long(time), long(heads), long(dim), reps);
-  std::printf("bf16 attention kernels %8.3f ms (%6.1f GFLOP/s of the full products)\n",
+  std::printf("bf16 attention kernels %8.3f ms (%6.1f GFLOP/s of the full products), vdpbf16ps\n",
               median(fused_ms), flops / median(fused_ms) / 1e6);
+  if (amx)
+    std::printf("bf16 attention kernels %8.3f ms (%6.1f GFLOP/s), products on AMX tiles\n",
+                median(amx_ms), flops / median(amx_ms) / 1e6);
+  else
+    std::printf("(no AMX products: %s)\n", bigbatch::nn::bf16_attention_amx_available()
+                                               ? "the head dimension is not a multiple of 32"
+                                               : "this CPU has no amx_bf16");
   std::printf("composite              %8.3f ms (%6.1f GFLOP/s)\n", median(composite_ms),
               flops / median(composite_ms) / 1e6);
   return 0;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "bigbatch/nn/bf16_attention.h"
 
@@ -61,11 +62,18 @@ void expect_within(const Tensor& actual, const Tensor& expected, const Tensor& b
   EXPECT_GT(expected.abs().max().item<double>(), 0.0) << what;
 }
 
-void check_case(const Case& c) {
+/// The product paths to test here: vdpbf16ps, and AMX tiles where the CPU has them.
+std::vector<bool> amx_choices() {
+  if (bf16_attention_amx_available())
+    return {false, true};
+  return {false};
+}
+
+void check_case_on(const Case& c, bool use_amx) {
   SCOPED_TRACE(::testing::Message()
                << "B " << c.batch << " H " << c.heads << " T " << c.queries << " S " << c.keys
                << " D " << c.head_dim << " causal " << c.causal << " padding " << c.padding
-               << " strided " << c.strided);
+               << " strided " << c.strided << " AMX " << use_amx);
   torch::manual_seed(7);
   const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
   Tensor q, k, v;
@@ -105,7 +113,8 @@ void check_case(const Case& c) {
       padding[1].slice(0, 1, c.keys, 2).fill_(true);
   }
   const double scale = 1.0 / std::sqrt(double(c.head_dim));
-  const Bf16AttentionInputs inputs{q, k, v, {c.causal, padding}, scale};
+  Bf16AttentionInputs inputs{q, k, v, {c.causal, padding}, scale};
+  inputs.use_amx = use_amx;
 
   // Forward against float64 on the same bf16 values: each probability is rounded to bf16 once
   // (at most 2^-8 of it, bf16's unit roundoff), y sums them times v and is rounded once. 1e-5
@@ -141,6 +150,11 @@ void check_case(const Case& c) {
       summed(torch::matmul(ds.abs().transpose(-2, -1), as_double(q).abs())) * twice + 1e-6, "dk");
 }
 
+void check_case(const Case& c) {
+  for (const bool amx : amx_choices())
+    check_case_on(c, amx);
+}
+
 TEST(Bf16Attention, MatchesFloat64OnTheFusedBlocksStridedCausalHeads) {
   SKIP_WITHOUT_BF16_ATTENTION();
   check_case({2, 3, 64, 64, 32, /*causal=*/true, /*padding=*/false, /*strided=*/true});
@@ -150,6 +164,8 @@ TEST(Bf16Attention, MatchesFloat64AtSizesThatAreNotWholeTiles) {
   SKIP_WITHOUT_BF16_ATTENTION();
   check_case({1, 2, 17, 17, 16, /*causal=*/true});
   check_case({2, 1, 9, 23, 48});
+  check_case({2, 1, 9, 23, 64});  // on AMX tiles where the CPU has them: 9 and 23 padded to 32
+  check_case({1, 2, 17, 17, 32, /*causal=*/true});
   check_case({1, 2, 24, 24, 128, /*causal=*/false, /*padding=*/false, /*strided=*/true});
   check_case({2, 2, 40, 40, 32, /*causal=*/true, /*padding=*/false, /*strided=*/false,
               /*odd_rows=*/true});
@@ -160,6 +176,7 @@ TEST(Bf16Attention, MatchesFloat64ForOneQueryAndForContextsPastTheKeptBuffers) {
   check_case({3, 2, 1, 20, 32, /*causal=*/false, /*padding=*/true});  // a first-token query
   // 1100 keys: the (T, S) buffers of backward, 2.4 MB each, are allocated per call.
   check_case({1, 1, 1100, 1100, 16, /*causal=*/true});
+  check_case({1, 1, 300, 300, 32, /*causal=*/true});  // the same, head dimension 32 (AMX)
 }
 
 TEST(Bf16Attention, MatchesFloat64WithKeyHeadsSharedByQueryHeads) {
@@ -176,6 +193,39 @@ TEST(Bf16Attention, MatchesFloat64UnderPaddingMasks) {
   SKIP_WITHOUT_BF16_ATTENTION();
   check_case({2, 2, 40, 40, 32, /*causal=*/false, /*padding=*/true});
   check_case({2, 2, 130, 130, 64, /*causal=*/true, /*padding=*/true});
+}
+
+TEST(Bf16Attention, ProductsOnAmxTilesAgreeWithVdpbf16ps) {
+  SKIP_WITHOUT_BF16_ATTENTION();
+  if (!bf16_attention_amx_available())
+    GTEST_SKIP() << "this CPU has no amx_bf16 (or Linux refused the tile state): only the "
+                    "vdpbf16ps products run here";
+  torch::manual_seed(11);
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  const Tensor qkv = torch::randn({2, 48, 3, 4, 64}, bf16);  // (B, T, 3, H, D)
+  const auto column = [&](const Tensor& t, int64_t which) {  // (B, H, T, D)
+    return t.select(2, which).permute({0, 2, 1, 3});
+  };
+  const Tensor dy = torch::randn({2, 4, 48, 64}, bf16);
+  std::vector<Tensor> results[2];
+  for (const bool amx : {false, true}) {
+    Bf16AttentionInputs in{column(qkv, 0), column(qkv, 1), column(qkv, 2), {true, {}}, 0.125};
+    in.use_amx = amx;
+    const Tensor y = torch::empty({2, 4, 48, 64}, bf16);
+    const Tensor probs = bf16_attention_forward(in, y);
+    const Tensor d_qkv = torch::full_like(qkv, 7.0);
+    bf16_attention_backward(in, probs, dy, {column(d_qkv, 0), column(d_qkv, 1), column(d_qkv, 2)});
+    results[amx] = {probs, y, d_qkv};
+  }
+  // Both sum the same float32 products in another order: at most a bf16 rounding apart.
+  const char* names[] = {"probabilities", "y", "d qkv"};
+  for (size_t i = 0; i < 3; ++i) {
+    const Tensor vdp = as_double(results[0][i]), amx = as_double(results[1][i]);
+    EXPECT_LE(((amx - vdp).abs() - vdp.abs() * std::ldexp(1.0, -7) - 1e-6).max().item<double>(),
+              0.0)
+        << names[i];
+    EXPECT_GT(vdp.abs().max().item<double>(), 0.0) << names[i];
+  }
 }
 
 TEST(Bf16Attention, AQueryLeftNoKeyIsNan) {

@@ -1,6 +1,7 @@
 #include "bigbatch/job/plan_table.h"
 
 #include <map>
+#include <string>
 
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
@@ -104,11 +105,15 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
   if (w.attention_keys > 0) {
     const bool bf16_kernels =
         cpu && options.precision == nn::Precision::kBf16 && nn::bf16_attention_available();
-    const char* how = attention == nn::AttentionKernel::kFused
-                          ? "LibTorch's scaled_dot_product_attention"
-                          : (bf16_kernels ? "bf16 attention kernels, one pass per head (with "
-                                            "dropout: masked product, softmax, product)"
-                                          : "masked product, softmax, product");
+    std::string how = "masked product, softmax, product";
+    if (attention == nn::AttentionKernel::kFused)
+      how = "LibTorch's scaled_dot_product_attention";
+    else if (bf16_kernels)
+      how = cat("bf16 attention kernels, one pass per head",
+                nn::bf16_attention_amx_available()
+                    ? ", products on AMX tiles where the head dimension is a multiple of 32"
+                    : "",
+                " (with dropout: masked product, softmax, product)");
     table.add("attention", nn::to_string(attention),
               cat(how, " over ", w.attention_keys, " keys (attention = \"",
                   nn::to_string(options.attention), "\")"));

@@ -8,6 +8,9 @@
 #include "bigbatch/nn/bf16_attention.h"
 
 #include <ATen/Parallel.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <ATen/native/CPUBlas.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -20,9 +23,14 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define BB_BF16_ATTENTION 1
 // Only these functions are built for AVX-512 BF16; bf16_attention_available() guards each call.
 #define BB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+// And these for AMX as well; bf16_attention_amx_available() guards each call.
+#define BB_AMX_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,amx-tile,amx-bf16")))
 #else
 #define BB_BF16_ATTENTION 0
 #endif
@@ -35,6 +43,23 @@ bool bf16_attention_available() {
     const std::set<std::string>& flags = this_cpu_flags();
     return flags.count("avx512_bf16") == 1 && flags.count("avx512bw") == 1 &&
            flags.count("avx512vl") == 1 && flags.count("avx512dq") == 1;
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+bool bf16_attention_amx_available() {
+#if BB_BF16_ATTENTION
+  static const bool available = [] {
+    const std::set<std::string>& flags = this_cpu_flags();
+    if (!bf16_attention_available() || flags.count("amx_bf16") == 0 || flags.count("amx_tile") == 0)
+      return false;
+    // Linux hands out the tile registers' state only on request (once per process; oneDNN asks
+    // too): arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
+    constexpr long kRequestPermission = 0x1023, kTileData = 18;
+    return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
   }();
   return available;
 #else
@@ -65,8 +90,13 @@ void check_operand(const Tensor& t, const char* name, int64_t batch, int64_t hea
 struct Shape {
   int64_t batch, heads, queries, keys, head_dim;
   int64_t key_heads;  // KV, dividing heads: query head h reads key head h / (heads / KV)
+  bool amx = false;   // the products on AMX tiles
   int64_t groups() const { return heads / key_heads; }
 };
+
+/// bf16 values in one row of an AMX tile (64 bytes): the depth of one tile product. The head
+/// dimension must be a multiple of it for the products on tiles.
+constexpr int64_t kAmxDepth = 32;
 
 Shape checked_shape(const Bf16AttentionInputs& in) {
   BB_CHECK(bf16_attention_available(),
@@ -74,8 +104,9 @@ Shape checked_shape(const Bf16AttentionInputs& in) {
   BB_CHECK(in.q.defined() && in.q.dim() == 4, "bf16 attention: q must be (B, H, T, D), got ",
            in.q.defined() ? cat(in.q.sizes()) : std::string("an undefined tensor"));
   const int64_t key_heads = in.k.defined() && in.k.dim() == 4 ? in.k.size(1) : 0;
-  const Shape s{in.q.size(0), in.q.size(1), in.q.size(2), in.k.defined() ? in.k.size(2) : 0,
-                in.q.size(3), key_heads};
+  Shape s{in.q.size(0), in.q.size(1), in.q.size(2), in.k.defined() ? in.k.size(2) : 0,
+          in.q.size(3), key_heads};
+  s.amx = in.use_amx && s.head_dim % kAmxDepth == 0 && bf16_attention_amx_available();
   BB_CHECK(s.head_dim % 2 == 0, "bf16 attention: the head dimension must be even, got ",
            s.head_dim);
   BB_CHECK(key_heads > 0 && s.heads % key_heads == 0, "bf16 attention: the ", key_heads,
@@ -257,25 +288,36 @@ BB_BF16_TARGET void transpose_row_pairs(const Rows& src, Pair* dst, int64_t widt
     std::fill(dst + p * width + src.rows, dst + (p + 1) * width, Pair(0));
 }
 
-/// c[r][n] = sum over p in [begin, end) of a[r][p] . b[p][n], for r < kBlockRows and
-/// n < kLanes * kVectors, where a . b multiplies the two bf16 of each pair and adds both in float.
+/// One product of the kernels: c (kBlockRows, kLanes * vectors) = a (kBlockRows, pairs
+/// [begin, end)) b, where a . b multiplies the two bf16 of each pair and adds both in float.
+/// a's rows are lda pairs apart, b's pair rows ldb, c's rows ldc floats.
+struct Product {
+  const Pair* a;
+  int64_t lda;
+  const Pair* b;
+  int64_t ldb;
+  int64_t begin, end, vectors;
+  float* c;
+  int64_t ldc;
+};
+
+/// c[r][n] of p for r < kBlockRows and n < kLanes * kVectors, on vdpbf16ps.
 template <int kVectors>
-BB_BF16_TARGET void product_tile(const Pair* a, int64_t lda, const Pair* b, int64_t ldb,
-                                 int64_t begin, int64_t end, float* c, int64_t ldc) {
+BB_BF16_TARGET void product_tile(const Product& p, const Pair* b, float* c) {
   __m512 acc[kBlockRows][kVectors];
 #pragma GCC unroll 8
   for (int r = 0; r < kBlockRows; ++r)
 #pragma GCC unroll 4
     for (int n = 0; n < kVectors; ++n)
       acc[r][n] = _mm512_setzero_ps();
-  for (int64_t p = begin; p < end; ++p) {
+  for (int64_t k = p.begin; k < p.end; ++k) {
     __m512bh bv[kVectors];
 #pragma GCC unroll 4
     for (int n = 0; n < kVectors; ++n)
-      bv[n] = (__m512bh)_mm512_loadu_si512(b + p * ldb + n * kLanes);
+      bv[n] = (__m512bh)_mm512_loadu_si512(b + k * p.ldb + n * kLanes);
 #pragma GCC unroll 8
     for (int r = 0; r < kBlockRows; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[r * lda + p]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(p.a[r * p.lda + k]));
 #pragma GCC unroll 4
       for (int n = 0; n < kVectors; ++n)
         acc[r][n] = _mm512_dpbf16_ps(acc[r][n], av, bv[n]);
@@ -285,27 +327,146 @@ BB_BF16_TARGET void product_tile(const Pair* a, int64_t lda, const Pair* b, int6
   for (int r = 0; r < kBlockRows; ++r)
 #pragma GCC unroll 4
     for (int n = 0; n < kVectors; ++n)
-      _mm512_storeu_ps(c + r * ldc + n * kLanes, acc[r][n]);
+      _mm512_storeu_ps(c + r * p.ldc + n * kLanes, acc[r][n]);
 }
 
-/// c (kBlockRows, kLanes * vectors) = a (kBlockRows, pairs [begin, end)) b, in tiles of up to
-/// three vectors (24 accumulators of the 32 registers).
-BB_BF16_TARGET void product_rows(const Pair* a, int64_t lda, const Pair* b, int64_t ldb,
-                                 int64_t begin, int64_t end, int64_t vectors, float* c,
-                                 int64_t ldc) {
-  for (int64_t n = 0; n < vectors;) {
-    const int64_t left = vectors - n;
+/// p on vdpbf16ps, in tiles of up to three vectors (24 accumulators of the 32 registers).
+BB_BF16_TARGET void vector_product(const Product& p) {
+  for (int64_t n = 0; n < p.vectors;) {
+    const int64_t left = p.vectors - n;
     const int64_t width = left == 4 ? 2 : std::min<int64_t>(left, 3);
-    const Pair* bn = b + n * kLanes;
-    float* cn = c + n * kLanes;
+    const Pair* bn = p.b + n * kLanes;
+    float* cn = p.c + n * kLanes;
     if (width == 3)
-      product_tile<3>(a, lda, bn, ldb, begin, end, cn, ldc);
+      product_tile<3>(p, bn, cn);
     else if (width == 2)
-      product_tile<2>(a, lda, bn, ldb, begin, end, cn, ldc);
+      product_tile<2>(p, bn, cn);
     else
-      product_tile<1>(a, lda, bn, ldb, begin, end, cn, ldc);
+      product_tile<1>(p, bn, cn);
     n += width;
   }
+}
+
+/// The tile registers' layout while the kernels run (ldtilecfg's 64 bytes, palette 1): tiles
+/// 0-3 hold c (kBlockRows x 16 floats each), tile 4 a row block of a (kBlockRows x 32 bf16),
+/// tiles 5 and 6 b (16 pair rows x 16 pairs), alternately.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+/// Configures the calling thread's tiles as TileConfig says for as long as it lives, where
+/// `use`; releases them after (LibTorch's own tile products configure theirs again).
+class AmxTiles {
+ public:
+  explicit AmxTiles(bool use) : use_(use) {
+    if (use_)
+      configure();
+  }
+  ~AmxTiles() {
+    if (use_)
+      release();
+  }
+  AmxTiles(const AmxTiles&) = delete;
+  AmxTiles& operator=(const AmxTiles&) = delete;
+
+ private:
+  BB_AMX_TARGET static void configure() {
+    TileConfig config;
+    for (int t = 0; t < 4; ++t)
+      config.rows[t] = kBlockRows;
+    config.rows[4] = kBlockRows;
+    config.rows[5] = config.rows[6] = kAmxDepth / 2;
+    for (int t = 0; t < 7; ++t)
+      config.bytes_per_row[t] = 64;
+    // GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, which lets it drop the
+    // stores of the rest; this operand is all 64.
+    __asm__ volatile("ldtilecfg %0" : : "m"(config));
+  }
+  BB_AMX_TARGET static void release() {
+    _tile_release();
+#if TORCH_VERSION_MAJOR >= 2
+    // LibTorch's brgemm remembers which configuration the thread's tiles hold; forget it.
+    at::native::cpublas::brgemm_release();
+#endif
+  }
+  bool use_;
+};
+
+/// Columns [16 n0, 16 (n0 + kTiles)) of p on AMX tiles (AmxTiles configured), p's range of
+/// pairs in whole tile depths.
+template <int kTiles>
+BB_AMX_TARGET void tile_product(const Product& p, int64_t begin, int64_t end, int64_t n0) {
+  static_assert(kTiles >= 1 && kTiles <= 4, "four c tiles");
+  const int64_t a_bytes = p.lda * int64_t(sizeof(Pair)), b_bytes = p.ldb * int64_t(sizeof(Pair));
+  _tile_zero(0);
+  if constexpr (kTiles > 1)
+    _tile_zero(1);
+  if constexpr (kTiles > 2)
+    _tile_zero(2);
+  if constexpr (kTiles > 3)
+    _tile_zero(3);
+  for (int64_t k = begin; k < end; k += kAmxDepth / 2) {
+    const Pair* b = p.b + k * p.ldb + n0 * kLanes;
+    _tile_loadd(4, p.a + k, a_bytes);
+    _tile_loadd(5, b, b_bytes);
+    _tile_dpbf16ps(0, 4, 5);
+    if constexpr (kTiles > 1) {
+      _tile_loadd(6, b + kLanes, b_bytes);
+      _tile_dpbf16ps(1, 4, 6);
+    }
+    if constexpr (kTiles > 2) {
+      _tile_loadd(5, b + 2 * kLanes, b_bytes);
+      _tile_dpbf16ps(2, 4, 5);
+    }
+    if constexpr (kTiles > 3) {
+      _tile_loadd(6, b + 3 * kLanes, b_bytes);
+      _tile_dpbf16ps(3, 4, 6);
+    }
+  }
+  const int64_t c_bytes = p.ldc * int64_t(sizeof(float));
+  float* c = p.c + n0 * kLanes;
+  _tile_stored(0, c, c_bytes);
+  if constexpr (kTiles > 1)
+    _tile_stored(1, c + kLanes, c_bytes);
+  if constexpr (kTiles > 2)
+    _tile_stored(2, c + 2 * kLanes, c_bytes);
+  if constexpr (kTiles > 3)
+    _tile_stored(3, c + 3 * kLanes, c_bytes);
+}
+
+/// p on AMX tiles, its range of pairs widened to whole tile depths: the operands must be there
+/// (Padded's sizes) and a or b zero in the pairs added (past a query's keys, or before the
+/// queries that see a key under a causal mask).
+BB_AMX_TARGET void amx_product(const Product& p) {
+  constexpr int64_t kStep = kAmxDepth / 2;
+  const int64_t begin = p.begin / kStep * kStep, end = round_up(p.end, kStep);
+  for (int64_t n = 0; n < p.vectors; n += 4) {
+    switch (std::min<int64_t>(p.vectors - n, 4)) {
+      case 4:
+        tile_product<4>(p, begin, end, n);
+        break;
+      case 3:
+        tile_product<3>(p, begin, end, n);
+        break;
+      case 2:
+        tile_product<2>(p, begin, end, n);
+        break;
+      default:
+        tile_product<1>(p, begin, end, n);
+    }
+  }
+}
+
+/// p on AMX tiles where the shape says so, else on vdpbf16ps.
+BB_BF16_TARGET void product(const Product& p, const Shape& s) {
+  if (s.amx)
+    amx_product(p);
+  else
+    vector_product(p);
 }
 
 /// The lanes of a vector starting at `j` that lie below `n`.
@@ -417,12 +578,13 @@ BB_BF16_TARGET void softmax_backward_row(const float* dp, const Bits* p, int64_t
   }
 }
 
-/// The padded sizes of one head's operands.
+/// The padded sizes of one head's operands. The tile products sum over whole tile depths of
+/// pairs: of keys (S/2) and of stacked queries (G T/2), so those are padded to kAmxDepth there.
 struct Padded {
-  int64_t queries, keys, dim;  // T to kBlockRows, S and D to kLanes
+  int64_t queries, keys, dim;  // T to kBlockRows, S to kLanes, D to kLanes; T, S to kAmxDepth
   explicit Padded(const Shape& s)
-      : queries(round_up(s.queries, kBlockRows)),
-        keys(round_up(s.keys, kLanes)),
+      : queries(round_up(s.queries, s.amx ? kAmxDepth : kBlockRows)),
+        keys(round_up(s.keys, s.amx ? kAmxDepth : kLanes)),
         dim(round_up(s.head_dim, kLanes)) {}
 };
 
@@ -441,8 +603,9 @@ int64_t key_pairs_weighed(const Shape& s, const Padded& pad, bool causal, int64_
 BB_BF16_TARGET void times_keys(const Pair* a, const Pair* bt, const Shape& s, const Padded& pad,
                                bool causal, int64_t i0, float* c) {
   const int64_t half_dim = s.head_dim / 2;
-  product_rows(a + i0 * half_dim, half_dim, bt, pad.keys, 0, half_dim,
-               keys_scored(pad, causal, i0) / kLanes, c, pad.keys);
+  product({a + i0 * half_dim, half_dim, bt, pad.keys, 0, half_dim,
+           keys_scored(pad, causal, i0) / kLanes, c, pad.keys},
+          s);
 }
 
 /// The keys query i attends to: a prefix.
@@ -490,6 +653,7 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
   Bits* p_rows = p_rows_memory.get();
   const Scratch<float, 5> out_memory(kBlockRows * pad.dim);  // a row block's
   float* out = out_memory.get();
+  const AmxTiles tiles(s.amx);
   for (int64_t bk = begin; bk < end; ++bk) {  // key heads; each serves `groups` query heads
     const int64_t b = bk / s.key_heads, kv = bk % s.key_heads;
     transpose_row_pairs(op.k.head(b, kv), k_t, pad.keys);
@@ -511,8 +675,9 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
                       pad.keys);
           std::memcpy(probs + i * s.keys, p, size_t(s.keys) * sizeof(Bits));
         }
-        product_rows(reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
-                     key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim);
+        product({reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
+                 key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
+                s);
         store_block(out, pad.dim, op.y, b, h, i0);
       }
     }
@@ -558,6 +723,7 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
   float* dp = dp_memory.get();
   const Scratch<float, 20> out_memory(kBlockRows * pad.dim);  // a row block's
   float* out = out_memory.get();
+  const AmxTiles tiles(s.amx);
   for (int64_t bk = begin; bk < end; ++bk) {  // key heads
     const int64_t b = bk / s.key_heads, kv = bk % s.key_heads;
     transpose_row_pairs(op.v.head(b, kv), v_t, pad.keys);
@@ -584,9 +750,10 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
           else
             std::memset(ds_row, 0, size_t(pad.keys) * sizeof(Bits));
         }
-        product_rows(reinterpret_cast<const Pair*>(ds_head + i0 * pad.keys), pad.keys / 2, k_pairs,
-                     pad.dim, 0, key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out,
-                     pad.dim);
+        product(
+            {reinterpret_cast<const Pair*>(ds_head + i0 * pad.keys), pad.keys / 2, k_pairs, pad.dim,
+             0, key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
+            s);
         store_block(out, pad.dim, op.dq, b, h, i0);
       }
     }
@@ -598,11 +765,13 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
     transpose(scratch, pad.keys, stacked_pairs, pad.keys, ds_t, stacked_pairs);
     for (int64_t j0 = 0; j0 < s.keys; j0 += kBlockRows) {
       const int64_t first = op.causal && groups == 1 ? j0 / 2 : 0;  // the first query that sees j0
-      product_rows(p_t + j0 * stacked_pairs, stacked_pairs, dy_pairs, pad.dim, first, stacked_pairs,
-                   pad.dim / kLanes, out, pad.dim);
+      product({p_t + j0 * stacked_pairs, stacked_pairs, dy_pairs, pad.dim, first, stacked_pairs,
+               pad.dim / kLanes, out, pad.dim},
+              s);
       store_block(out, pad.dim, op.dv, b, kv, j0);
-      product_rows(ds_t + j0 * stacked_pairs, stacked_pairs, q_pairs, pad.dim, first, stacked_pairs,
-                   pad.dim / kLanes, out, pad.dim);
+      product({ds_t + j0 * stacked_pairs, stacked_pairs, q_pairs, pad.dim, first, stacked_pairs,
+               pad.dim / kLanes, out, pad.dim},
+              s);
       store_block(out, pad.dim, op.dk, b, kv, j0);
     }
   }

@@ -1,5 +1,6 @@
 // Attention over short contexts in bfloat16 on the CPU, forward and backward in one pass per
-// head, its products on AVX-512 BF16's dot-product instruction (vdpbf16ps).
+// head, its products on AMX tiles where the CPU has them, else on AVX-512 BF16's dot-product
+// instruction (vdpbf16ps).
 //
 // Under bf16 autocast the composite attention is six batched products, a softmax and its
 // backward, a mask added and a scale applied, and the copies that put q, k and v head-major; at a
@@ -19,6 +20,10 @@ namespace bigbatch::nn {
 /// built with GCC.
 bool bf16_attention_available();
 
+/// Whether the kernels' products can run on AMX tiles here (amx_bf16, and Linux granted the tile
+/// state): they do for head dimensions that are multiples of 32 unless the inputs say not.
+bool bf16_attention_amx_available();
+
 /// The keys each query attends to.
 struct Bf16AttentionMask {
   bool causal = false;    ///< query t attends to keys 0..t only
@@ -32,6 +37,9 @@ struct Bf16AttentionInputs {
   torch::Tensor q, k, v;
   Bf16AttentionMask mask;
   double scale = 1.0;  ///< multiplies q k^T before the mask
+  /// The products on AMX tiles where bf16_attention_amx_available() and D % 32 == 0; false: on
+  /// vdpbf16ps always (the tests compare the two).
+  bool use_amx = true;
 };
 
 /// y = softmax(scale q k^T + mask) v, written into `y` (B, H, T, D), bf16, any strides with a

@@ -129,7 +129,8 @@ using Bits = uint16_t;  // a bf16 value's bits
 using Pair = uint32_t;  // two bf16 values, the first in the low half (vdpbf16ps's order)
 
 constexpr int64_t kLanes = 16;     // floats in a vector
-constexpr int64_t kBlockRows = 8;  // rows of a product tile: operands are padded to them
+constexpr int64_t kBlockRows = 8;  // rows of a vdpbf16ps product tile: operands are padded to them
+constexpr int64_t kAmxBlockRows = 16;  // rows of a product on AMX tiles (a tile's most)
 
 int64_t round_up(int64_t n, int64_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
@@ -288,8 +289,9 @@ BB_BF16_TARGET void transpose_row_pairs(const Rows& src, Pair* dst, int64_t widt
     std::fill(dst + p * width + src.rows, dst + (p + 1) * width, Pair(0));
 }
 
-/// One product of the kernels: c (kBlockRows, kLanes * vectors) = a (kBlockRows, pairs
-/// [begin, end)) b, where a . b multiplies the two bf16 of each pair and adds both in float.
+/// One product of the kernels: c (rows, kLanes * vectors) = a (rows, pairs [begin, end)) b,
+/// where a . b multiplies the two bf16 of each pair and adds both in float; rows is kBlockRows on
+/// vdpbf16ps and kAmxBlockRows on tiles.
 /// a's rows are lda pairs apart, b's pair rows ldb, c's rows ldc floats.
 struct Product {
   const Pair* a;
@@ -348,7 +350,7 @@ BB_BF16_TARGET void vector_product(const Product& p) {
 }
 
 /// The tile registers' layout while the kernels run (ldtilecfg's 64 bytes, palette 1): tiles
-/// 0-3 hold c (kBlockRows x 16 floats each), tile 4 a row block of a (kBlockRows x 32 bf16),
+/// 0-3 hold c (kAmxBlockRows x 16 floats each), tile 4 a row block of a (kAmxBlockRows x 32 bf16),
 /// tiles 5 and 6 b (16 pair rows x 16 pairs), alternately.
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -377,8 +379,8 @@ class AmxTiles {
   BB_AMX_TARGET static void configure() {
     TileConfig config;
     for (int t = 0; t < 4; ++t)
-      config.rows[t] = kBlockRows;
-    config.rows[4] = kBlockRows;
+      config.rows[t] = kAmxBlockRows;
+    config.rows[4] = kAmxBlockRows;
     config.rows[5] = config.rows[6] = kAmxDepth / 2;
     for (int t = 0; t < 7; ++t)
       config.bytes_per_row[t] = 64;
@@ -506,11 +508,11 @@ BB_BF16_TARGET void store_bf16(Bits* out, __m512 v, __mmask16 lanes) {
   _mm256_mask_storeu_epi16(out, lanes, bits);
 }
 
-/// Rows r0 .. r0 + kBlockRows (those `to` has) of head (b, h) of `to`, rounded to bf16 from the
-/// float rows of `in` (row stride in_stride).
+/// Rows r0 .. r0 + rows (those `to` has) of head (b, h) of `to`, rounded to bf16 from the float
+/// rows of `in` (row stride in_stride).
 BB_BF16_TARGET void store_block(const float* in, int64_t in_stride, const Heads& to, int64_t b,
-                                int64_t h, int64_t r0) {
-  for (int64_t r = r0; r < std::min(to.rows, r0 + kBlockRows); ++r) {
+                                int64_t h, int64_t r0, int64_t rows) {
+  for (int64_t r = r0; r < std::min(to.rows, r0 + rows); ++r) {
     const float* values = in + (r - r0) * in_stride;
     Bits* out = to.row(b, h, r);
     for (int64_t j = 0; j < to.cols; j += kLanes) {
@@ -578,27 +580,29 @@ BB_BF16_TARGET void softmax_backward_row(const float* dp, const Bits* p, int64_t
   }
 }
 
-/// The padded sizes of one head's operands. The tile products sum over whole tile depths of
-/// pairs: of keys (S/2) and of stacked queries (G T/2), so those are padded to kAmxDepth there.
+/// The padded sizes of one head's operands and the rows of a row block. The tile products sum
+/// over whole tile depths of pairs: of keys (S/2) and of stacked queries (G T/2), so those are
+/// padded to kAmxDepth there.
 struct Padded {
-  int64_t queries, keys, dim;  // T to kBlockRows, S to kLanes, D to kLanes; T, S to kAmxDepth
+  int64_t queries, keys, dim;  // T to the block, S and D to kLanes; T, S to kAmxDepth on tiles
+  int64_t block;               // kBlockRows, or kAmxBlockRows on tiles
   explicit Padded(const Shape& s)
       : queries(round_up(s.queries, s.amx ? kAmxDepth : kBlockRows)),
         keys(round_up(s.keys, s.amx ? kAmxDepth : kLanes)),
-        dim(round_up(s.head_dim, kLanes)) {}
+        dim(round_up(s.head_dim, kLanes)),
+        block(s.amx ? kAmxBlockRows : kBlockRows) {}
 };
 
-/// The keys row block [i0, i0 + kBlockRows) scores: all, or under a causal mask those up to its
+/// The keys row block [i0, i0 + pad.block) scores: all, or under a causal mask those up to its
 /// last query, in whole vectors.
 int64_t keys_scored(const Padded& pad, bool causal, int64_t i0) {
-  return causal ? std::min(pad.keys, round_up(i0 + kBlockRows, kLanes)) : pad.keys;
+  return causal ? std::min(pad.keys, round_up(i0 + pad.block, kLanes)) : pad.keys;
 }
-/// The key pairs whose values row block [i0, i0 + kBlockRows) weighs.
+/// The key pairs whose values row block [i0, i0 + pad.block) weighs.
 int64_t key_pairs_weighed(const Shape& s, const Padded& pad, bool causal, int64_t i0) {
-  return causal ? std::min(pad.keys / 2, (std::min(s.keys, i0 + kBlockRows) + 1) / 2)
-                : pad.keys / 2;
+  return causal ? std::min(pad.keys / 2, (std::min(s.keys, i0 + pad.block) + 1) / 2) : pad.keys / 2;
 }
-/// c (kBlockRows, keys_scored) = the row block at i0 of a (T, D) operand given as pairs, times
+/// c (pad.block, keys_scored) = the row block at i0 of a (T, D) operand given as pairs, times
 /// the keys' or values' transposed pairs bt (D/2, S): scores (q k^T) or d probs (dy v^T).
 BB_BF16_TARGET void times_keys(const Pair* a, const Pair* bt, const Shape& s, const Padded& pad,
                                bool causal, int64_t i0, float* c) {
@@ -647,11 +651,11 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
   Pair* k_t = k_t_memory.get();
   const Scratch<Pair, 2> v_pairs_memory(pad.keys / 2 * pad.dim);  // (S/2, D)
   Pair* v_pairs = v_pairs_memory.get();
-  const Scratch<float, 3> scores_memory(kBlockRows * pad.keys);  // a row block's
+  const Scratch<float, 3> scores_memory(pad.block * pad.keys);  // a row block's
   float* scores = scores_memory.get();
-  const Scratch<Bits, 4> p_rows_memory(kBlockRows * pad.keys);  // a row block's
+  const Scratch<Bits, 4> p_rows_memory(pad.block * pad.keys);  // a row block's
   Bits* p_rows = p_rows_memory.get();
-  const Scratch<float, 5> out_memory(kBlockRows * pad.dim);  // a row block's
+  const Scratch<float, 5> out_memory(pad.block * pad.dim);  // a row block's
   float* out = out_memory.get();
   const AmxTiles tiles(s.amx);
   for (int64_t bk = begin; bk < end; ++bk) {  // key heads; each serves `groups` query heads
@@ -662,9 +666,9 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
     for (int64_t h = kv * s.groups(); h < (kv + 1) * s.groups(); ++h) {
       copy_rows(op.q.head(b, h), q_rows, pad.queries);
       Bits* probs = op.probs + (b * s.heads + h) * s.queries * s.keys;
-      for (int64_t i0 = 0; i0 < s.queries; i0 += kBlockRows) {
+      for (int64_t i0 = 0; i0 < s.queries; i0 += pad.block) {
         times_keys(reinterpret_cast<const Pair*>(q_rows), k_t, s, pad, op.causal, i0, scores);
-        for (int64_t r = 0; r < kBlockRows; ++r) {
+        for (int64_t r = 0; r < pad.block; ++r) {
           const int64_t i = i0 + r;
           Bits* p = p_rows + r * pad.keys;
           if (i >= s.queries) {
@@ -678,7 +682,7 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
         product({reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
                  key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
                 s);
-        store_block(out, pad.dim, op.y, b, h, i0);
+        store_block(out, pad.dim, op.y, b, h, i0, pad.block);
       }
     }
   }
@@ -719,9 +723,9 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
   Pair* ds_t = ds_t_memory.get();
   const Scratch<Pair, 18> scratch_memory(stacked_pairs * pad.keys);  // (G T/2, S)
   Pair* scratch = scratch_memory.get();
-  const Scratch<float, 19> dp_memory(kBlockRows * pad.keys);  // a row block's
+  const Scratch<float, 19> dp_memory(pad.block * pad.keys);  // a row block's
   float* dp = dp_memory.get();
-  const Scratch<float, 20> out_memory(kBlockRows * pad.dim);  // a row block's
+  const Scratch<float, 20> out_memory(pad.block * pad.dim);  // a row block's
   float* out = out_memory.get();
   const AmxTiles tiles(s.amx);
   for (int64_t bk = begin; bk < end; ++bk) {  // key heads
@@ -739,9 +743,9 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
       pair_rows(dy_head, dy_pairs + g * query_pairs * pad.dim, pad.queries, pad.dim);
       pair_rows(p_head, scratch + g * query_pairs * pad.keys, pad.queries, pad.keys);
       // Row blocks of queries: d probs, d scores, then dq.
-      for (int64_t i0 = 0; i0 < pad.queries; i0 += kBlockRows) {
+      for (int64_t i0 = 0; i0 < pad.queries; i0 += pad.block) {
         times_keys(reinterpret_cast<const Pair*>(dy_rows), v_t, s, pad, op.causal, i0, dp);
-        for (int64_t r = 0; r < kBlockRows; ++r) {
+        for (int64_t r = 0; r < pad.block; ++r) {
           const int64_t i = i0 + r;
           Bits* ds_row = ds_head + i * pad.keys;
           if (i < s.queries)
@@ -754,7 +758,7 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
             {reinterpret_cast<const Pair*>(ds_head + i0 * pad.keys), pad.keys / 2, k_pairs, pad.dim,
              0, key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
             s);
-        store_block(out, pad.dim, op.dq, b, h, i0);
+        store_block(out, pad.dim, op.dq, b, h, i0, pad.block);
       }
     }
     // Row blocks of keys: dv = P^T dy and dk = dS^T q over the stacked queries (with one query
@@ -763,16 +767,16 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
     pair_rows(Rows{ds, pad.keys, groups * pad.queries, pad.keys}, scratch, groups * pad.queries,
               pad.keys);
     transpose(scratch, pad.keys, stacked_pairs, pad.keys, ds_t, stacked_pairs);
-    for (int64_t j0 = 0; j0 < s.keys; j0 += kBlockRows) {
+    for (int64_t j0 = 0; j0 < s.keys; j0 += pad.block) {
       const int64_t first = op.causal && groups == 1 ? j0 / 2 : 0;  // the first query that sees j0
       product({p_t + j0 * stacked_pairs, stacked_pairs, dy_pairs, pad.dim, first, stacked_pairs,
                pad.dim / kLanes, out, pad.dim},
               s);
-      store_block(out, pad.dim, op.dv, b, kv, j0);
+      store_block(out, pad.dim, op.dv, b, kv, j0, pad.block);
       product({ds_t + j0 * stacked_pairs, stacked_pairs, q_pairs, pad.dim, first, stacked_pairs,
                pad.dim / kLanes, out, pad.dim},
               s);
-      store_block(out, pad.dim, op.dk, b, kv, j0);
+      store_block(out, pad.dim, op.dk, b, kv, j0, pad.block);
     }
   }
 }

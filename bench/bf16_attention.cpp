@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     bigbatch::nn::bf16_attention_backward(
         in, probs, by_head(d_out), {columns(d_qkv, 0), columns(d_qkv, 1), columns(d_qkv, 2)});
   };
-  const bool amx = bigbatch::nn::bf16_attention_amx_available() && dim % 32 == 0;
+  const bool amx = bigbatch::nn::bf16_attention_amx_runs(dim);
   const std::function<void()> kernels = [&] { kernels_on(false); };
   const std::function<void()> amx_kernels = [&] { kernels_on(true); };
   const std::function<void()> composite = [&] {  // as nn/fused_block.cpp's composite path

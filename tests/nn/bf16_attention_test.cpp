@@ -62,9 +62,9 @@ void expect_within(const Tensor& actual, const Tensor& expected, const Tensor& b
   EXPECT_GT(expected.abs().max().item<double>(), 0.0) << what;
 }
 
-/// The product paths to test here: vdpbf16ps, and AMX tiles where the CPU has them.
-std::vector<bool> amx_choices() {
-  if (bf16_attention_amx_available())
+/// The product paths to test for heads of `head_dim`: vdpbf16ps, and AMX tiles where they run.
+std::vector<bool> amx_choices(int64_t head_dim) {
+  if (bf16_attention_amx_runs(head_dim))
     return {false, true};
   return {false};
 }
@@ -151,7 +151,7 @@ void check_case_on(const Case& c, bool use_amx) {
 }
 
 void check_case(const Case& c) {
-  for (const bool amx : amx_choices())
+  for (const bool amx : amx_choices(c.head_dim))
     check_case_on(c, amx);
 }
 

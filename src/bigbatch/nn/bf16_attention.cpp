@@ -37,6 +37,10 @@
 
 namespace bigbatch::nn {
 
+/// bf16 values in one row of an AMX tile (64 bytes): the depth of one tile product. The head
+/// dimension must be a multiple of it for the products on tiles.
+constexpr int64_t kAmxDepth = 32;
+
 bool bf16_attention_available() {
 #if BB_BF16_ATTENTION
   static const bool available = [] {
@@ -67,6 +71,10 @@ bool bf16_attention_amx_available() {
 #endif
 }
 
+bool bf16_attention_amx_runs(int64_t head_dim) {
+  return head_dim % kAmxDepth == 0 && bf16_attention_amx_available();
+}
+
 namespace {
 
 using torch::Tensor;
@@ -94,10 +102,6 @@ struct Shape {
   int64_t groups() const { return heads / key_heads; }
 };
 
-/// bf16 values in one row of an AMX tile (64 bytes): the depth of one tile product. The head
-/// dimension must be a multiple of it for the products on tiles.
-constexpr int64_t kAmxDepth = 32;
-
 Shape checked_shape(const Bf16AttentionInputs& in) {
   BB_CHECK(bf16_attention_available(),
            "bf16 attention kernels need an x86-64 CPU with avx512_bf16; this one has none");
@@ -106,7 +110,7 @@ Shape checked_shape(const Bf16AttentionInputs& in) {
   const int64_t key_heads = in.k.defined() && in.k.dim() == 4 ? in.k.size(1) : 0;
   Shape s{in.q.size(0), in.q.size(1), in.q.size(2), in.k.defined() ? in.k.size(2) : 0,
           in.q.size(3), key_heads};
-  s.amx = in.use_amx && s.head_dim % kAmxDepth == 0 && bf16_attention_amx_available();
+  s.amx = in.use_amx && bf16_attention_amx_runs(s.head_dim);
   BB_CHECK(s.head_dim % 2 == 0, "bf16 attention: the head dimension must be even, got ",
            s.head_dim);
   BB_CHECK(key_heads > 0 && s.heads % key_heads == 0, "bf16 attention: the ", key_heads,

@@ -24,6 +24,10 @@ bool bf16_attention_available();
 /// state): they do for head dimensions that are multiples of 32 unless the inputs say not.
 bool bf16_attention_amx_available();
 
+/// Whether the products of heads of `head_dim` run on AMX tiles here (unless the inputs say not):
+/// bf16_attention_amx_available() and head_dim a multiple of 32, a tile row's bf16 values.
+bool bf16_attention_amx_runs(int64_t head_dim);
+
 /// The keys each query attends to.
 struct Bf16AttentionMask {
   bool causal = false;    ///< query t attends to keys 0..t only
@@ -37,8 +41,8 @@ struct Bf16AttentionInputs {
   torch::Tensor q, k, v;
   Bf16AttentionMask mask;
   double scale = 1.0;  ///< multiplies q k^T before the mask
-  /// The products on AMX tiles where bf16_attention_amx_available() and D % 32 == 0; false: on
-  /// vdpbf16ps always (the tests compare the two).
+  /// The products on AMX tiles where bf16_attention_amx_runs(D); false: on vdpbf16ps always (the
+  /// tests compare the two).
   bool use_amx = true;
 };
 

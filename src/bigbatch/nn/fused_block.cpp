@@ -56,9 +56,8 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const auto cast = [compute](const Tensor& t) { return in_dtype(t, compute); };
 
     const Tensor x2 = x.reshape({batch * time, embed});  // (N, C), N = B*T
-    Tensor normed1, mean1, rstd1;                        // (N, C), (N, 1), (N, 1)
-    std::tie(normed1, mean1, rstd1) = at::native_layer_norm(x2, {embed}, ln1_weight, ln1_bias, eps);
-    const Tensor a = cast(normed1);  // (N, C)
+    const NormedRows ln1 = layer_norm_in(x2, ln1_weight, ln1_bias, eps, compute);
+    const Tensor& a = ln1.normed;  // (N, C), in compute
     const Tensor qkv_w = cast(qkv_weight), proj_w = cast(proj_weight);
     const Tensor qkv = gemm_bias(cast(qkv_bias), a, qkv_w.t());  // (N, 3C)
     const BlockAttention attention{
@@ -66,9 +65,8 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     AttentionSaved attended;
     const Tensor y = attention_forward(attention, qkv, attended);             // (N, C)
     const Tensor h = at::add(x2, gemm_bias(cast(proj_bias), y, proj_w.t()));  // (N, C), float32
-    Tensor normed2, mean2, rstd2;
-    std::tie(normed2, mean2, rstd2) = at::native_layer_norm(h, {embed}, ln2_weight, ln2_bias, eps);
-    const Tensor out = feed_forward(ctx, cast(normed2), h, fc_weight, fc_bias, out_weight, out_bias,
+    const NormedRows ln2 = layer_norm_in(h, ln2_weight, ln2_bias, eps, compute);
+    const Tensor out = feed_forward(ctx, ln2.normed, h, fc_weight, fc_bias, out_weight, out_bias,
                                     compute);  // (N, C), float32
 
     // Kept in saved_data rather than save_for_backward, so that backward lets go of each
@@ -76,15 +74,15 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     // variables live until the whole node has run: one block's activations more at the peak).
     // SavedVariable's check against in-place changes is made on the inputs' versions instead.
     const std::pair<const char*, Tensor> saved[] = {{"x", x2},
-                                                    {"mean1", mean1},
-                                                    {"rstd1", rstd1},
+                                                    {"mean1", ln1.mean},
+                                                    {"rstd1", ln1.rstd},
                                                     {"a", a},
                                                     {"qkv", attended.input},
                                                     {"probs", attended.probs},
                                                     {"y", y},
                                                     {"h", h},
-                                                    {"mean2", mean2},
-                                                    {"rstd2", rstd2},
+                                                    {"mean2", ln2.mean},
+                                                    {"rstd2", ln2.rstd},
                                                     {"qkv_w", qkv_w},
                                                     {"proj_w", proj_w}};
     for (const auto& [name, tensor] : saved)
@@ -112,21 +110,21 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     variable_list result(kInputs + kNonTensorInputs);
 
     const Tensor g = grads[0].reshape({-1, grads[0].size(-1)});  // (N, C), float32
-    const int64_t embed = g.size(1);
-    // Feed-forward network: out = h + gelu(b W_fc^T + b_fc) W_out^T + b_out.
+    // Feed-forward network: out = h + gelu(b W_fc^T + b_fc) W_out^T + b_out. The gradients
+    // flowing into the LayerNorms stay in the compute dtype (layer_norm_backward_in widens them).
     Tensor d_normed2 = feed_forward_backward(ctx, g, {kFcWeight, kFcBias, kOutWeight, kOutBias},
-                                             result, attention.compute, param);  // (N, C), float32
-    Tensor dh, d_ln2_weight, d_ln2_bias;  // (N, C): through ln2, then the residual added
-    std::tie(dh, d_ln2_weight, d_ln2_bias) = at::native_layer_norm_backward(
-        d_normed2, saved("h"), {embed}, saved("mean2"), saved("rstd2"), ln2_weight, ln2_bias,
-        {true, wanted(kLn2Weight), wanted(kLn2Bias)});
+                                             result, attention.compute, param,
+                                             attention.compute);  // (N, C)
+    // Through ln2, then the residual added: (N, C), float32.
+    const auto [dh, d_ln2_weight, d_ln2_bias] = layer_norm_backward_in(
+        d_normed2, saved("h"), {Tensor(), saved("mean2"), saved("rstd2")}, ln2_weight, ln2_bias,
+        {true, wanted(kLn2Weight), wanted(kLn2Bias)}, g);
     d_normed2.reset();
-    dh.add_(g);
     result[kLn2Weight] = d_ln2_weight;
     result[kLn2Bias] = d_ln2_bias;
 
     // Attention: h = x + softmax(q k^T / sqrt(D) + mask) v W_proj^T + b_proj.
-    Tensor d_normed1;  // (N, C), float32
+    Tensor d_normed1;  // (N, C), in compute
     {
       const Tensor dh_c = cast(dh);
       result[kProjWeight] = weight_grad(wanted(kProjWeight), dh_c, saved("y"), param);
@@ -135,14 +133,14 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
                                               gemm(dh_c, saved("proj_w")));  // (N, 3C)
       result[kQkvWeight] = weight_grad(wanted(kQkvWeight), d_qkv, saved("a"), param);
       result[kQkvBias] = bias_grad(wanted(kQkvBias), d_qkv, param);
-      d_normed1 = in_dtype(gemm(d_qkv, saved("qkv_w")), g.scalar_type());
+      d_normed1 = gemm(d_qkv, saved("qkv_w"));
     }
-    Tensor dx, d_ln1_weight, d_ln1_bias;
-    std::tie(dx, d_ln1_weight, d_ln1_bias) = at::native_layer_norm_backward(
-        d_normed1, saved("x"), {embed}, saved("mean1"), saved("rstd1"), ln1_weight, ln1_bias,
-        {wanted(kX), wanted(kLn1Weight), wanted(kLn1Bias)});
+    // Through ln1, then the residual added.
+    const auto [dx, d_ln1_weight, d_ln1_bias] = layer_norm_backward_in(
+        d_normed1, saved("x"), {Tensor(), saved("mean1"), saved("rstd1")}, ln1_weight, ln1_bias,
+        {wanted(kX), wanted(kLn1Weight), wanted(kLn1Bias)}, dh);
     if (dx.defined())
-      result[kX] = dx.add_(dh).view(grads[0].sizes());
+      result[kX] = dx.view(grads[0].sizes());
     result[kLn1Weight] = d_ln1_weight;
     result[kLn1Bias] = d_ln1_bias;
     return result;

@@ -7,6 +7,7 @@
 #include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
+#include "bigbatch/nn/layer_norm_kernels.h"
 
 namespace bigbatch::nn::block_parts {
 namespace {
@@ -34,6 +35,18 @@ Bf16AttentionInputs kernel_inputs(const BlockAttention& attention, const Tensor&
   return {part(0), part(1), part(2),
           Bf16AttentionMask{attention.causal, padding_of(attention.mask)},
           1.0 / std::sqrt(double(head_dim))};
+}
+
+/// Whether `t` is a contiguous CPU tensor of `dtype`, what the row kernels read and write.
+bool plain(const Tensor& t, torch::ScalarType dtype) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype && t.is_contiguous();
+}
+
+/// Whether a LayerNorm of x with weight and bias in `compute` runs on the row kernels.
+bool layer_norm_on_kernels(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                           torch::ScalarType compute) {
+  return compute == torch::kBFloat16 && x.dim() == 2 && plain(x, torch::kFloat) &&
+         plain(weight, torch::kFloat) && plain(bias, torch::kFloat);
 }
 
 /// The composite path's backward: batched products and softmax's backward on the head-major
@@ -75,7 +88,79 @@ Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::
 }
 
 Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {
-  return wanted ? in_dtype(grad.sum(0), dtype) : Tensor();
+  if (!wanted)
+    return Tensor();
+  if (dtype == torch::kFloat && grad.dim() == 2 && plain(grad, torch::kBFloat16)) {
+    Tensor sums = at::empty({grad.size(1)}, grad.options().dtype(torch::kFloat));  // (M)
+    kernels::bf16_column_sums(grad.data_ptr<at::BFloat16>(), {grad.size(0), grad.size(1)},
+                              sums.data_ptr<float>());
+    return sums;
+  }
+  return in_dtype(grad.sum(0), dtype);
+}
+
+NormedRows layer_norm_in(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                         torch::ScalarType compute) {
+  const int64_t rows = x.size(0), embed = x.size(1);
+  if (!layer_norm_on_kernels(x, weight, bias, compute)) {
+    NormedRows out;
+    std::tie(out.normed, out.mean, out.rstd) = at::native_layer_norm(x, {embed}, weight, bias, eps);
+    out.normed = in_dtype(out.normed, compute);
+    return out;
+  }
+  const auto options = x.options();
+  NormedRows out{at::empty({rows, embed}, options.dtype(compute)), at::empty({rows, 1}, options),
+                 at::empty({rows, 1}, options)};
+  kernels::LayerNormToBf16Rows args;
+  args.input = x.data_ptr<float>();
+  args.weight = weight.data_ptr<float>();
+  args.bias = bias.data_ptr<float>();
+  args.output = out.normed.data_ptr<at::BFloat16>();
+  args.mean = out.mean.data_ptr<float>();
+  args.rstd = out.rstd.data_ptr<float>();
+  args.shape = {rows, embed};
+  args.eps = float(eps);
+  kernels::layer_norm_to_bf16_rows(args);
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_in(const Tensor& d_normed, const Tensor& x,
+                                                          const NormedRows& saved,
+                                                          const Tensor& weight, const Tensor& bias,
+                                                          std::array<bool, 3> wanted,
+                                                          const Tensor& residual) {
+  const int64_t rows = x.size(0), embed = x.size(1);
+  if (!layer_norm_on_kernels(x, weight, bias, d_normed.scalar_type()) ||
+      !plain(d_normed, torch::kBFloat16) ||
+      (residual.defined() && !plain(residual, torch::kFloat))) {
+    Tensor dx, d_weight, d_bias;
+    std::tie(dx, d_weight, d_bias) =
+        at::native_layer_norm_backward(in_dtype(d_normed, x.scalar_type()), x, {embed}, saved.mean,
+                                       saved.rstd, weight, bias, wanted);
+    if (dx.defined() && residual.defined())
+      dx.add_(residual);
+    return {dx, d_weight, d_bias};
+  }
+  const auto wanted_or_none = [&](bool want, const Tensor& like) {
+    return want ? at::empty_like(like, at::MemoryFormat::Contiguous) : Tensor();
+  };
+  const Tensor dx = wanted_or_none(wanted[0], x);  // (N, C)
+  const Tensor d_weight = wanted_or_none(wanted[1], weight),
+               d_bias = wanted_or_none(wanted[2], bias);
+  const auto pointer = [](const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+  kernels::LayerNormBackwardFromBf16Rows args;
+  args.grad_output = d_normed.data_ptr<at::BFloat16>();
+  args.input = x.data_ptr<float>();
+  args.weight = weight.data_ptr<float>();
+  args.mean = saved.mean.data_ptr<float>();
+  args.rstd = saved.rstd.data_ptr<float>();
+  args.residual = dx.defined() ? pointer(residual) : nullptr;
+  args.grad_input = pointer(dx);
+  args.grad_weight = pointer(d_weight);
+  args.grad_bias = pointer(d_bias);
+  args.shape = {rows, embed};
+  kernels::layer_norm_backward_from_bf16_rows(args);
+  return {dx, d_weight, d_bias};
 }
 
 torch::ScalarType checked_compute_dtype(const Tensor& x, int64_t heads, const char* block) {
@@ -173,7 +258,8 @@ Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
 
 Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor& grad,
                              const FeedForwardInputs& at, torch::autograd::variable_list& result,
-                             torch::ScalarType compute, torch::ScalarType param) {
+                             torch::ScalarType compute, torch::ScalarType param,
+                             torch::ScalarType input_grad) {
   const c10::List<Tensor> inputs = kept_inputs(ctx);
   const auto wanted = [&inputs](int64_t input) { return inputs.get(input).requires_grad(); };
   const Tensor g = in_dtype(grad, compute);  // (N, C)
@@ -183,7 +269,7 @@ Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor
       at::gelu_backward(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
   result[at.fc_weight] = weight_grad(wanted(at.fc_weight), d_pre, take(ctx, "ff_input"), param);
   result[at.fc_bias] = bias_grad(wanted(at.fc_bias), d_pre, param);
-  return in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), grad.scalar_type());
+  return in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), input_grad);
 }
 
 void save_attention(torch::autograd::AutogradContext* ctx, const BlockAttention& attention) {

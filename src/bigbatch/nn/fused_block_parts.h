@@ -6,7 +6,9 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdint>
+#include <tuple>
 
 #include "bigbatch/nn/attention.h"
 
@@ -23,10 +25,34 @@ struct KernelScope {
 torch::Tensor in_dtype(const torch::Tensor& t, torch::ScalarType dtype);
 
 /// A product's gradients for its parameters, in the parameters' dtype, or undefined for a
-/// parameter that takes none: grad^T input for the weight, the column sums of grad for the bias.
+/// parameter that takes none: grad^T input for the weight, the column sums of grad for the bias
+/// (of a contiguous bf16 grad into float32 on the row kernels, summed in float32 without a
+/// rounding to bf16 between).
 torch::Tensor weight_grad(bool wanted, const torch::Tensor& grad, const torch::Tensor& input,
                           torch::ScalarType dtype);
 torch::Tensor bias_grad(bool wanted, const torch::Tensor& grad, torch::ScalarType dtype);
+
+/// A LayerNorm's result in a block's compute dtype and what its backward reads.
+struct NormedRows {
+  torch::Tensor normed;      ///< (N, C) in the compute dtype
+  torch::Tensor mean, rstd;  ///< (N, 1) float32 each
+};
+
+/// The LayerNorm of the float32 rows x (N, C) with weight and bias (C), in `compute`: for bf16 on
+/// the row kernels (nn/layer_norm_kernels.h: one pass, rounded once) where x, weight and bias
+/// are contiguous float32 CPU tensors, else at::native_layer_norm and a cast.
+NormedRows layer_norm_in(const torch::Tensor& x, const torch::Tensor& weight,
+                         const torch::Tensor& bias, double eps, torch::ScalarType compute);
+
+/// The LayerNorm's backward for the gradient `d_normed` (N, C) of layer_norm_in's result, in the
+/// compute dtype or float32, with the residual's gradient (N, C, float32; undefined: none) added
+/// to dx: (dx, d_weight, d_bias), each undefined unless `wanted`. On the row kernels for a
+/// contiguous bf16 d_normed where layer_norm_in ran on them; else a cast to float32,
+/// at::native_layer_norm_backward and an add.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> layer_norm_backward_in(
+    const torch::Tensor& d_normed, const torch::Tensor& x, const NormedRows& saved,
+    const torch::Tensor& weight, const torch::Tensor& bias, std::array<bool, 3> wanted,
+    const torch::Tensor& residual);
 
 /// How a block computes attention. kBf16Kernels reads q, k and v from the columns of the qkv
 /// product and writes their gradients there (nn/bf16_attention.h); kComposite copies them
@@ -93,11 +119,12 @@ struct FeedForwardInputs {
 /// feed_forward's backward for the gradient `grad` (N, C) of its result, through the product
 /// only (the residual's gradient is `grad` itself): sets the gradients of the parameters at
 /// `at` in `result`, in `param`, for those of keep_inputs' inputs that require one, and returns
-/// the input's (N, C), in grad's dtype. Lets go of what feed_forward kept.
+/// the input's (N, C), in `input_grad`. Lets go of what feed_forward kept.
 torch::Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx,
                                     const torch::Tensor& grad, const FeedForwardInputs& at,
                                     torch::autograd::variable_list& result,
-                                    torch::ScalarType compute, torch::ScalarType param);
+                                    torch::ScalarType compute, torch::ScalarType param,
+                                    torch::ScalarType input_grad);
 
 /// Keeps the settings attention_backward needs besides AttentionSaved in `ctx`.
 void save_attention(torch::autograd::AutogradContext* ctx, const BlockAttention& attention);

@@ -166,7 +166,7 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
 
     // Feed-forward network: s2 = a + gelu(a W_fc^T + b_fc) W_out^T + b_out.
     Tensor d_a = feed_forward_backward(ctx, d_s2, {kFcWeight, kFcBias, kOutWeight, kOutBias},
-                                       result, attention.compute, param)
+                                       result, attention.compute, param, d_s2.scalar_type())
                      .add_(d_s2);  // (N, C), float32
     d_s2.reset();
     Tensor d_s1, d_ln1_weight, d_ln1_bias;  // (N, C): through LN1

@@ -229,16 +229,8 @@ void rms_norm_backward_rows(const RmsNormBackwardRows& args) {
   on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
     rms_norm_backward_range(args, begin, end, sums);
   });
-  if (args.grad_weight == nullptr)
-    return;
-  std::vector<double> total(size_t(channels), 0.0);
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const float* row = sums + chunk * channels;
-    for (int64_t c = 0; c < channels; ++c)
-      total[size_t(c)] += double(row[c]);
-  }
-  for (int64_t c = 0; c < channels; ++c)
-    args.grad_weight[c] = float(total[size_t(c)]);
+  if (args.grad_weight != nullptr)
+    sum_chunks_in_order(sums, chunks, channels, args.grad_weight);
 }
 
 void rotary_forward(const RotaryRows& args) {

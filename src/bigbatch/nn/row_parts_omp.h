@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -59,6 +60,20 @@ BB_INLINE void store(c10::BFloat16* out, float x) {
   std::memcpy(&bits, &x, sizeof bits);
   const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
   out->x = x == x ? uint16_t(rounded) : uint16_t(0x7FC0);
+}
+
+/// out (C) = the sums over the chunks of chunk_sums (chunks, C), the chunks in order in double:
+/// how the kernels' column sums merge their per-chunk float sums independently of the threads.
+inline void sum_chunks_in_order(const float* chunk_sums, int64_t chunks, int64_t channels,
+                                float* out) {
+  std::vector<double> total(size_t(channels), 0.0);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const float* row = chunk_sums + chunk * channels;
+    for (int64_t c = 0; c < channels; ++c)
+      total[size_t(c)] += double(row[c]);
+  }
+  for (int64_t c = 0; c < channels; ++c)
+    out[c] = float(total[size_t(c)]);
 }
 
 /// Values below which a pass runs on the calling thread alone instead of paying for a fork and

@@ -105,6 +105,30 @@ TEST(Fp32Matmul, ProductsEqualLibTorchsIncludingTransposedOperands) {
   EXPECT_THROW(onednn_mm(a, a), InputError);  // (96, 160) x (96, 160)
 }
 
+TEST(Fp32Matmul, Bf16BiasAndProductEqualAddmmsWhateverTheLayoutOfTheWeight) {
+  // bf16 with a transposed contiguous weight, as the fused blocks pass it: on oneDNN's linear
+  // where LibTorch has it (the bias added inside the product), else at::addmm; other layouts at
+  // at::addmm. Either way bias + a W^T to within one rounding to bf16 of addmm's result (the two
+  // were bitwise equal on an AMX Xeon).
+  torch::manual_seed(11);
+  const torch::Tensor a = torch::randn({70, 48}).to(torch::kBFloat16);
+  const torch::Tensor weight = torch::randn({40, 48}).to(torch::kBFloat16);  // (out, in)
+  const torch::Tensor bias = torch::randn({40}).to(torch::kBFloat16);
+  const torch::NoGradGuard no_grad;
+  const torch::Tensor expected = at::addmm(bias, a, weight.t()).to(torch::kDouble);  // (70, 40)
+  const auto expect_bf16_close = [&](const torch::Tensor& actual, const std::string& what) {
+    ASSERT_EQ(actual.scalar_type(), torch::kBFloat16) << what;
+    ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+    const torch::Tensor error = (actual.to(torch::kDouble) - expected).abs();
+    EXPECT_TRUE((error <= expected.abs() / 128).all().item<bool>()) << what;
+    EXPECT_GT(expected.abs().max().item<double>(), 1.0) << what;
+  };
+  expect_bf16_close(gemm_bias(bias, a, weight.t()), "a transposed weight");
+  expect_bf16_close(gemm_bias(bias, a, weight.t().contiguous()), "a (in, out) matrix");
+  expect_bf16_close(gemm_bias(bias, a.t().contiguous().t(), weight.t()), "a transposed input");
+  EXPECT_TRUE(torch::equal(gemm_bias(torch::Tensor(), a, weight.t()), at::mm(a, weight.t())));
+}
+
 TEST(Fp32Matmul, OnlyFloat32CpuProductsWithoutAutocastGoToOneDnn) {
   SKIP_WITHOUT_ONEDNN_FP32();
   const torch::Tensor f = torch::ones({4, 4});

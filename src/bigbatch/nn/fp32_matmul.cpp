@@ -2,9 +2,11 @@
 
 #include <ATen/Config.h>
 #include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>
 
 #include <atomic>
+#include <optional>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
@@ -242,9 +244,49 @@ Tensor gemm(const Tensor& a, const Tensor& b) {
   return result;
 }
 
+namespace {
+
+/// oneDNN's linear with its bias added inside the product (mkldnn::_linear_pointwise, which
+/// LibTorch 2.x builds with oneDNN register for Inductor), or nullopt where this LibTorch has none.
+const std::optional<c10::OperatorHandle>& linear_with_bias_op() {
+  static const std::optional<c10::OperatorHandle> op = []() -> std::optional<c10::OperatorHandle> {
+    auto found = c10::Dispatcher::singleton().findOp({"mkldnn::_linear_pointwise", ""});
+    if (!found || !found->hasKernelForDispatchKey(c10::DispatchKey::CPU))
+      return std::nullopt;
+    return found;
+  }();
+  return op;
+}
+
+/// Whether bias + a @ b runs on linear_with_bias_op(): bf16 CPU operands without autograd, a and
+/// the bias contiguous and b a contiguous weight transposed (b = W^T, as the blocks pass it).
+bool bias_in_the_product(const Tensor& bias, const Tensor& a, const Tensor& b) {
+  const auto bf16_cpu = [](const Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && !t.requires_grad();
+  };
+  return linear_with_bias_op().has_value() && a.dim() == 2 && b.dim() == 2 && bias.dim() == 1 &&
+         bf16_cpu(a) && bf16_cpu(b) && bf16_cpu(bias) && a.is_contiguous() &&
+         b.t().is_contiguous() && bias.is_contiguous() && bias.size(0) == b.size(1) &&
+         a.size(1) == b.size(0);
+}
+
+/// bias + a @ b on linear_with_bias_op() (bias_in_the_product has held).
+Tensor linear_with_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
+  torch::jit::Stack stack{
+      a, b.t(), bias, std::string("none"), c10::List<std::optional<c10::Scalar>>(), c10::IValue()};
+  linear_with_bias_op()->callBoxed(stack);
+  return stack.back().toTensor();
+}
+
+}  // namespace
+
 Tensor gemm_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
   if (!bias.defined())
     return gemm(a, b);
+  // In bf16, at::addmm copies the bias into every row of the result before the product adds to
+  // it: a pass over the result that oneDNN's linear does in the product's epilogue.
+  if (bias_in_the_product(bias, a, b))
+    return linear_with_bias(bias, a, b);
   if (!onednn_product(a, b, bias))
     return at::addmm(bias, a, b);
   const Tensor result = at::empty({a.size(0), b.size(1)}, a.options());  // (n, m)

@@ -76,7 +76,9 @@ void gemm_into(const torch::Tensor& result, const torch::Tensor& a, const torch:
 /// a (n, k), b (k, m) -> (n, m)
 torch::Tensor gemm(const torch::Tensor& a, const torch::Tensor& b);
 /// bias + a @ b, the bias broadcast over the rows (undefined: none): on oneDNN where
-/// fp32_products_on_onednn({bias, a, b}), at::addmm otherwise. No autograd.
+/// fp32_products_on_onednn({bias, a, b}); for bf16 CPU operands (a and the bias contiguous, b a
+/// contiguous weight transposed) on oneDNN's linear, which adds the bias inside the product, where
+/// LibTorch has it (2.x); at::addmm otherwise. No autograd.
 /// bias (m), a (n, k), b (k, m) -> (n, m)
 torch::Tensor gemm_bias(const torch::Tensor& bias, const torch::Tensor& a, const torch::Tensor& b);
 

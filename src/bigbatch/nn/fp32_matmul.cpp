@@ -246,6 +246,7 @@ Tensor gemm(const Tensor& a, const Tensor& b) {
 
 namespace {
 
+#if TORCH_VERSION_MAJOR >= 2
 /// oneDNN's linear with its bias added inside the product (mkldnn::_linear_pointwise, which
 /// LibTorch 2.x builds with oneDNN register for Inductor), or nullopt where this LibTorch has none.
 const std::optional<c10::OperatorHandle>& linear_with_bias_op() {
@@ -278,15 +279,19 @@ Tensor linear_with_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
   return stack.back().toTensor();
 }
 
+#endif  // TORCH_VERSION_MAJOR >= 2 (LibTorch 1.13 has no such operator)
+
 }  // namespace
 
 Tensor gemm_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
   if (!bias.defined())
     return gemm(a, b);
-  // In bf16, at::addmm copies the bias into every row of the result before the product adds to
-  // it: a pass over the result that oneDNN's linear does in the product's epilogue.
+    // In bf16, at::addmm copies the bias into every row of the result before the product adds to
+    // it: a pass over the result that oneDNN's linear does in the product's epilogue.
+#if TORCH_VERSION_MAJOR >= 2
   if (bias_in_the_product(bias, a, b))
     return linear_with_bias(bias, a, b);
+#endif
   if (!onednn_product(a, b, bias))
     return at::addmm(bias, a, b);
   const Tensor result = at::empty({a.size(0), b.size(1)}, a.options());  // (n, m)

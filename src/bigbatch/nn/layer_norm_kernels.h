@@ -3,7 +3,7 @@
 // products read; where the composite steps write the float32 result and then cast it), its
 // backward from a bfloat16 gradient with the residual's gradient added (where they cast the
 // gradient to float32, run LayerNorm's backward and add), and the column sums of a bfloat16
-// gradient in float32. One pass over the rows each; nn/fused_block runs on them.
+// gradient in float32. One pass over the rows each; nn/fused_block_parts runs them.
 #pragma once
 
 #include <c10/util/BFloat16.h>

@@ -1,6 +1,7 @@
-// What the CPU row kernels (batch_norm_kernels.cpp, llama_kernels.cpp) share: the per-ISA clone
-// attributes, float32 and bfloat16 values read and written as float, and the split of a (M, C)
-// matrix's rows over LibTorch's OpenMP threads. Include it only from .cpp files that
+// What the CPU row kernels (batch_norm_kernels.cpp, llama_kernels.cpp, layer_norm_kernels.cpp)
+// share: the per-ISA clone attributes, float32 and bfloat16 values read and written as float, the
+// split of a (M, C) matrix's rows over LibTorch's OpenMP threads, and the in-order merge of
+// per-chunk column sums. Include it only from .cpp files that
 // CMakeLists.txt builds with -fopenmp: ATen's at::parallel_for is a header template whose pragma
 // does nothing in code built without it, and so would this.
 #pragma once

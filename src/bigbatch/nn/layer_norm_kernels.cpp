@@ -9,11 +9,6 @@
 namespace bigbatch::nn::kernels {
 namespace {
 
-/// The chunks of kChunkRows rows in `shape`.
-int64_t chunks_of(RowShape shape) {
-  return (shape.rows + kChunkRows - 1) / kChunkRows;
-}
-
 BB_VECTOR_CLONES
 void layer_norm_range(const LayerNormToBf16Rows& a, int64_t begin, int64_t end) {
   const int64_t channels = a.shape.channels;
@@ -126,7 +121,7 @@ void layer_norm_to_bf16_rows(const LayerNormToBf16Rows& args) {
 }
 
 void layer_norm_backward_from_bf16_rows(const LayerNormBackwardFromBf16Rows& args) {
-  const int64_t channels = args.shape.channels, chunks = chunks_of(args.shape);
+  const int64_t channels = args.shape.channels, chunks = chunk_count(args.shape.rows);
   const auto buffer = [&](const float* wanted) {
     return std::vector<float>(wanted != nullptr ? size_t(chunks * channels) : 0);
   };
@@ -143,7 +138,7 @@ void layer_norm_backward_from_bf16_rows(const LayerNormBackwardFromBf16Rows& arg
 }
 
 void bf16_column_sums(const c10::BFloat16* values, RowShape shape, float* sums) {
-  const int64_t chunks = chunks_of(shape);
+  const int64_t chunks = chunk_count(shape.rows);
   std::vector<float> chunk_sums(size_t(chunks * shape.channels));
   on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
     column_sums_range(values, shape.channels, begin, end, chunk_sums.data());

@@ -223,7 +223,7 @@ void rms_norm_rows(const RmsNormRows& args) {
 
 void rms_norm_backward_rows(const RmsNormBackwardRows& args) {
   const int64_t channels = args.shape.channels;
-  const int64_t chunks = (args.shape.rows + kChunkRows - 1) / kChunkRows;
+  const int64_t chunks = chunk_count(args.shape.rows);
   std::vector<float> chunk_sums(args.grad_weight != nullptr ? size_t(chunks * channels) : 0);
   float* sums = args.grad_weight != nullptr ? chunk_sums.data() : nullptr;
   on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {

@@ -40,6 +40,11 @@ namespace bigbatch::nn::kernels {
 /// 64 rows of 64 channels are 16 KiB, still in L1 for a second pass over them.
 constexpr int64_t kChunkRows = 64;
 
+/// The chunks of kChunkRows that `rows` rows make, the last one possibly short.
+inline int64_t chunk_count(int64_t rows) {
+  return (rows + kChunkRows - 1) / kChunkRows;
+}
+
 /// A value as float: itself, or a bfloat16's bits widened (exact).
 BB_INLINE float widen(float x) {
   return x;
@@ -83,7 +88,7 @@ constexpr int64_t kParallelValues = 16384;
 
 /// Rows [begin, end) of part `part` of `parts`: contiguous, in whole chunks but for the last.
 inline std::pair<int64_t, int64_t> rows_of_part(int64_t rows, int64_t part, int64_t parts) {
-  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  const int64_t chunks = chunk_count(rows);
   const int64_t per_part = (chunks + parts - 1) / parts;
   return {std::min(rows, part * per_part * kChunkRows),
           std::min(rows, (part + 1) * per_part * kChunkRows)};

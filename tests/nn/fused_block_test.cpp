@@ -34,11 +34,16 @@ struct ScopedBf16Matmul : testing::ScopedSetting<Bf16Matmul> {
 
 constexpr int64_t kBatch = 3, kTime = 7, kEmbed = 16, kHeads = 4;
 
+/// The input's and the block's sizes.
+struct Sizes {
+  int64_t batch = kBatch, time = kTime, embed = kEmbed, heads = kHeads;
+};
+
 /// A block whose parameters are all random (LayerNorm's ones and zeros would hide mistakes in
 /// their gradients), in `dtype`.
-PreLnBlock random_block(torch::ScalarType dtype) {
+PreLnBlock random_block(torch::ScalarType dtype, const Sizes& sizes = {}) {
   torch::manual_seed(5);
-  PreLnBlock block(models::BlockOptions().embed(kEmbed).heads(kHeads));
+  PreLnBlock block(models::BlockOptions().embed(sizes.embed).heads(sizes.heads));
   torch::NoGradGuard no_grad;
   for (auto& parameter : block->parameters())
     parameter.copy_(torch::randn(parameter.sizes()) * 0.3);
@@ -64,13 +69,14 @@ struct BlockResult {
 };
 
 BlockResult run_block(BlockKernel kernel, torch::ScalarType dtype, const AttentionMask& mask,
-                      bool bf16_autocast = false) {
+                      bool bf16_autocast = false, const Sizes& sizes = {}) {
   const ScopedBlockKernel choice(kernel);
-  PreLnBlock block = random_block(dtype);
+  PreLnBlock block = random_block(dtype, sizes);
   torch::manual_seed(6);
   const torch::Tensor x =
-      torch::randn({kBatch, kTime, kEmbed}, torch::dtype(dtype)).requires_grad_();
-  const torch::Tensor weights = torch::randn({kBatch, kTime, kEmbed}, torch::dtype(dtype));
+      torch::randn({sizes.batch, sizes.time, sizes.embed}, torch::dtype(dtype)).requires_grad_();
+  const torch::Tensor weights =
+      torch::randn({sizes.batch, sizes.time, sizes.embed}, torch::dtype(dtype));
   torch::Tensor output;
   {
     const AutocastGuard autocast(bf16_autocast ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
@@ -157,6 +163,28 @@ TEST(FusedBlock, RoundsLikeAutocastUnderBf16) {
     EXPECT_LT(relative_difference(fused.output, fp32.output),
               1.25 * relative_difference(composite.output, fp32.output));
   }
+}
+
+TEST(FusedBlock, LargeWeightGradientsRoundLikeAutocastUnderBf16) {
+  // 1,024 rows of width 256: the weight-gradient products of qkv, fc and the output projection
+  // are large enough to run from transposed copies on a CPU with AMX (grad^T for the output
+  // projection, input^T and the result transposed back for qkv and fc); proj's is not.
+  const ScopedBf16Matmul native(Bf16Matmul::kNative);
+  const Sizes sizes{/*batch=*/8, /*time=*/128, /*embed=*/256, /*heads=*/4};
+  const AttentionMask causal{/*causal=*/true, {}};
+  const BlockResult fused = run_block(BlockKernel::kFused, torch::kFloat32, causal, true, sizes);
+  const BlockResult composite =
+      run_block(BlockKernel::kComposite, torch::kFloat32, causal, true, sizes);
+  ASSERT_EQ(fused.graph_nodes, 1 + 13);
+  expect_close(fused, composite, 1e-2);
+  // Within a few bf16 roundings of float32's weight gradients, as autocast's are.
+  const BlockResult fp32 =
+      run_block(BlockKernel::kComposite, torch::kFloat32, causal, false, sizes);
+  for (size_t i = 0; i < fused.parameter_grads.size(); ++i)
+    EXPECT_LT(
+        relative_difference(fused.parameter_grads[i], fp32.parameter_grads[i]),
+        1.25 * relative_difference(composite.parameter_grads[i], fp32.parameter_grads[i]) + 1e-6)
+        << "parameter " << i;
 }
 
 TEST(FusedBlock, FrozenParametersGetNoGradient) {

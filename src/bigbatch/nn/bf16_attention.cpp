@@ -20,6 +20,9 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "bigbatch/nn/avx512_transpose.h"
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -225,38 +228,14 @@ BB_BF16_TARGET void pair_rows(const Rows& src, Pair* dst, int64_t rows_pad, int6
   }
 }
 
-/// dst (16, 16) = src (16, 16)^T, 32-bit values, rows `src_stride` and `dst_stride` apart: in
-/// registers, as unpacks of 32 and 64 bits and two shuffles of 128-bit lanes.
+/// dst (16, 16) = src (16, 16)^T, 32-bit values, rows `src_stride` and `dst_stride` apart.
 BB_BF16_TARGET void transpose_tile(const Pair* src, int64_t src_stride, Pair* dst,
                                    int64_t dst_stride) {
-  __m512i rows[16], pairs[16], quads[16];
+  __m512i rows[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i)
     rows[i] = _mm512_loadu_si512(src + i * src_stride);
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2) {
-    pairs[i] = _mm512_unpacklo_epi32(rows[i], rows[i + 1]);
-    pairs[i + 1] = _mm512_unpackhi_epi32(rows[i], rows[i + 1]);
-  }
-  // quads[4 g + c]: columns c, c + 4, c + 8, c + 12 (one per 128-bit lane) of rows 4 g .. 4 g + 3.
-#pragma GCC unroll 4
-  for (int g = 0; g < 16; g += 4) {
-    quads[g] = _mm512_unpacklo_epi64(pairs[g], pairs[g + 2]);
-    quads[g + 1] = _mm512_unpackhi_epi64(pairs[g], pairs[g + 2]);
-    quads[g + 2] = _mm512_unpacklo_epi64(pairs[g + 1], pairs[g + 3]);
-    quads[g + 3] = _mm512_unpackhi_epi64(pairs[g + 1], pairs[g + 3]);
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512i even_0 = _mm512_shuffle_i32x4(quads[c], quads[4 + c], 0x88);  // c, c + 8
-    const __m512i odd_0 = _mm512_shuffle_i32x4(quads[c], quads[4 + c], 0xdd);   // c + 4, c + 12
-    const __m512i even_1 = _mm512_shuffle_i32x4(quads[8 + c], quads[12 + c], 0x88);
-    const __m512i odd_1 = _mm512_shuffle_i32x4(quads[8 + c], quads[12 + c], 0xdd);
-    _mm512_storeu_si512(dst + c * dst_stride, _mm512_shuffle_i32x4(even_0, even_1, 0x88));
-    _mm512_storeu_si512(dst + (c + 8) * dst_stride, _mm512_shuffle_i32x4(even_0, even_1, 0xdd));
-    _mm512_storeu_si512(dst + (c + 4) * dst_stride, _mm512_shuffle_i32x4(odd_0, odd_1, 0x88));
-    _mm512_storeu_si512(dst + (c + 12) * dst_stride, _mm512_shuffle_i32x4(odd_0, odd_1, 0xdd));
-  }
+  kernels::store_transposed_16x16(rows, dst, dst_stride * int64_t(sizeof(Pair)));
 }
 
 /// dst[c][r] = src[r][c] for r < rows and c < cols, rows `src_stride` and `dst_stride` apart:

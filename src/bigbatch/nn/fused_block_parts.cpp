@@ -3,11 +3,13 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/system_info.h"
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/layer_norm_kernels.h"
+#include "bigbatch/nn/transpose_kernels.h"
 
 namespace bigbatch::nn::block_parts {
 namespace {
@@ -40,6 +42,41 @@ Bf16AttentionInputs kernel_inputs(const BlockAttention& attention, const Tensor&
 /// Whether `t` is a contiguous CPU tensor of `dtype`, what the row kernels read and write.
 bool plain(const Tensor& t, torch::ScalarType dtype) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype && t.is_contiguous();
+}
+
+/// t^T (C, R) of a contiguous bf16 t (R, C), as a row-major copy.
+Tensor transposed_copy(const Tensor& t) {
+  const int64_t rows = t.size(0), cols = t.size(1);
+  Tensor transposed = at::empty({cols, rows}, t.options());  // (C, R)
+  kernels::transpose_bf16({t.data_ptr<at::BFloat16>(), rows, cols, cols},
+                          transposed.data_ptr<at::BFloat16>(), rows);
+  return transposed;
+}
+
+/// Weight-gradient products of fewer multiply-adds than this gained nothing measurable from a
+/// transposed copy (the default GPT's, at most 2^25); MiniLM's (from 2^28) and the width-512
+/// GPT's (from 2^30) did (docs/BENCHMARKS.md).
+constexpr int64_t kCopyWorthMultiplyAdds = int64_t(1) << 27;
+
+/// grad^T input (O, I) for grad (N, O) and input (N, I), in their dtype. On a CPU with AMX,
+/// oneDNN runs this product about twice as fast when its left operand is a row-major copy
+/// instead of a transposed view. In a training step a copy costs about what it saves unless the
+/// other operand is at least twice as wide, so for contiguous bf16 operands and large enough
+/// products: grad^T is copied where I >= 2 O (a feed-forward network's output projection),
+/// input^T where O >= 2 I (its first projection, the qkv product), the result (I, O) then
+/// transposed back (docs/BENCHMARKS.md). The transposed view everywhere else.
+Tensor weight_product(const Tensor& grad, const Tensor& input) {
+  static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
+  if (amx && grad.dim() == 2 && input.dim() == 2 && plain(grad, torch::kBFloat16) &&
+      plain(input, torch::kBFloat16) &&
+      grad.size(0) * grad.size(1) * input.size(1) >= kCopyWorthMultiplyAdds) {
+    const int64_t outputs = grad.size(1), inputs = input.size(1);
+    if (inputs >= 2 * outputs)
+      return gemm(transposed_copy(grad), input);
+    if (outputs >= 2 * inputs)
+      return transposed_copy(gemm(transposed_copy(input), grad));
+  }
+  return gemm(grad.t(), input);
 }
 
 /// Whether a LayerNorm of x with weight and bias in `compute` runs on the row kernels.
@@ -84,7 +121,7 @@ Tensor in_dtype(const Tensor& t, torch::ScalarType dtype) {
 }
 
 Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype) {
-  return wanted ? in_dtype(gemm(grad.t(), input), dtype) : Tensor();
+  return wanted ? in_dtype(weight_product(grad, input), dtype) : Tensor();
 }
 
 Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {

@@ -3,6 +3,7 @@
 // a GPT trained over several accumulation windows either way; the choice of kernel.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/precision.h"
+#include "bigbatch/nn/weight_copies.h"
 #include "nn/graph_size.h"
 #include "nn/scoped_setting.h"
 #include "support/test_support.h"
@@ -248,18 +250,38 @@ torch::Tensor summed_loss(models::Gpt& model, const torch::Tensor& tokens) {
 /// The weights of a GPT after `steps` AdamW steps, each a window of 8 sequences run as micro-
 /// batches of 3, 3 and 2 with the loss divided by the window's tokens, clipped at norm 1. In
 /// float64, where AdamW's normalised steps do not blow the last bits of float32 up.
-std::vector<torch::Tensor> train_gpt(BlockKernel kernel, int64_t steps) {
+/// Where a test keeps the fused blocks' weight copies (nn/weight_copies.h).
+enum class KeptCopies { kNone, kPerWindow, kAcrossWindows };
+
+/// The weights of a small GPT after `steps` windows of three micro-batches and AdamW steps, in
+/// float64, or in float32 under bf16 autocast.
+std::vector<torch::Tensor> train_gpt(BlockKernel kernel, int64_t steps, bool bf16 = false,
+                                     KeptCopies copies = KeptCopies::kNone) {
   const ScopedBlockKernel choice(kernel);
+  const ScopedBf16Matmul native(Bf16Matmul::kNative);
   torch::manual_seed(3);
   models::Gpt model(models::GptOptions().vocab(32).context(12).layers(2).heads(2).embed(16));
-  model->to(torch::kFloat64);
+  model->to(bf16 ? torch::kFloat32 : torch::kFloat64);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  std::optional<WeightCopyScope> across;
+  if (copies == KeptCopies::kAcrossWindows)
+    across.emplace();  // spans the optimizer's in-place steps, which bump the weights' versions
   for (int64_t step = 0; step < steps; ++step) {
     const torch::Tensor window = torch::randint(32, {8, 12}, torch::kLong);
     const double tokens = 8.0 * 11.0;
     optimizer.zero_grad();
-    for (const auto& micro_batch : window.split_with_sizes({3, 3, 2}))
-      (summed_loss(model, micro_batch) / tokens).backward();
+    std::optional<WeightCopyScope> per_window;
+    if (copies == KeptCopies::kPerWindow)
+      per_window.emplace();  // as the engine's Trainer keeps them
+    for (const auto& micro_batch : window.split_with_sizes({3, 3, 2})) {
+      torch::Tensor loss;
+      {
+        const AutocastGuard autocast(bf16 ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
+        loss = summed_loss(model, micro_batch) / tokens;
+      }
+      loss.backward();
+    }
+    per_window.reset();
     torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
     optimizer.step();
   }
@@ -275,6 +297,17 @@ TEST(FusedBlock, TrainsAGptAsTheCompositeBlockDoesOverManyWindows) {
   ASSERT_EQ(fused.size(), composite.size());
   for (size_t i = 0; i < fused.size(); ++i)
     EXPECT_LT(relative_difference(fused[i], composite[i]), 1e-10) << "parameter " << i;
+}
+
+TEST(FusedBlock, TrainsTheSameWithItsBf16WeightCopiesKeptPerWindowOrAcrossWindows) {
+  const std::vector<torch::Tensor> fresh = train_gpt(BlockKernel::kFused, 6, /*bf16=*/true);
+  for (const KeptCopies copies : {KeptCopies::kPerWindow, KeptCopies::kAcrossWindows}) {
+    const std::vector<torch::Tensor> kept =
+        train_gpt(BlockKernel::kFused, 6, /*bf16=*/true, copies);
+    ASSERT_EQ(kept.size(), fresh.size());
+    for (size_t i = 0; i < kept.size(); ++i)
+      EXPECT_TRUE(torch::equal(kept[i], fresh[i])) << "parameter " << i;
+  }
 }
 
 TEST(FusedBlock, AutoRunsWhereItApplies) {

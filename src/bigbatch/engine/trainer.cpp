@@ -18,6 +18,7 @@
 #include "bigbatch/engine/window_feed.h"
 #include "bigbatch/memory/device_memory.h"
 #include "bigbatch/nn/mode_guard.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::engine {
 
@@ -333,7 +334,9 @@ void Trainer::accumulate_window(GradientAccumulator& accumulator, WindowFeed& fe
   const PreparedWindow prepared = prepare(feed, window, windows_ahead);
   for (WindowHooks* hooks : setup_.window_hooks)
     hooks->on_window_begin();
-  // 2. Forward and backward each micro-batch, normalised by the whole window.
+  // 2. Forward and backward each micro-batch, normalised by the whole window. The weights do not
+  // change until the window's step: the fused blocks cast them once (on this thread).
+  const nn::WeightCopyScope weight_copies;
   accumulator.begin_window(prepared.total);
   if (concurrent_) {
     concurrent_->run(accumulator, *setup_.objective, prepared.batches, prepared.counts);

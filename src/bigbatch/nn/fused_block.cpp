@@ -8,6 +8,7 @@
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block_parts.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -53,18 +54,19 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const auto compute = torch::ScalarType(compute_dtype);  // bf16 under CPU bf16 autocast
     const KernelScope scope;
     const int64_t batch = x.size(0), time = x.size(1), embed = x.size(2);
-    const auto cast = [compute](const Tensor& t) { return in_dtype(t, compute); };
 
     const Tensor x2 = x.reshape({batch * time, embed});  // (N, C), N = B*T
     const NormedRows ln1 = layer_norm_in(x2, ln1_weight, ln1_bias, eps, compute);
     const Tensor& a = ln1.normed;  // (N, C), in compute
-    const Tensor qkv_w = cast(qkv_weight), proj_w = cast(proj_weight);
-    const Tensor qkv = gemm_bias(cast(qkv_bias), a, qkv_w.t());  // (N, 3C)
+    const Tensor qkv_w = weight_in_dtype(qkv_weight, compute),
+                 proj_w = weight_in_dtype(proj_weight, compute);
+    const Tensor qkv = gemm_bias(weight_in_dtype(qkv_bias, compute), a, qkv_w.t());  // (N, 3C)
     const BlockAttention attention{
         AttentionPath(attention_path), batch, heads, causal, mask, compute};
     AttentionSaved attended;
-    const Tensor y = attention_forward(attention, qkv, attended);             // (N, C)
-    const Tensor h = at::add(x2, gemm_bias(cast(proj_bias), y, proj_w.t()));  // (N, C), float32
+    const Tensor y = attention_forward(attention, qkv, attended);  // (N, C)
+    const Tensor h =
+        at::add(x2, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
     const NormedRows ln2 = layer_norm_in(h, ln2_weight, ln2_bias, eps, compute);
     const Tensor out = feed_forward(ctx, ln2.normed, h, fc_weight, fc_bias, out_weight, out_bias,
                                     compute);  // (N, C), float32

@@ -10,6 +10,7 @@
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/layer_norm_kernels.h"
 #include "bigbatch/nn/transpose_kernels.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::nn::block_parts {
 namespace {
@@ -280,9 +281,10 @@ Tensor attention_backward(const BlockAttention& attention, AttentionSaved saved,
 Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
                     const Tensor& residual, const Tensor& fc_weight, const Tensor& fc_bias,
                     const Tensor& out_weight, const Tensor& out_bias, torch::ScalarType compute) {
-  const Tensor fc_w = in_dtype(fc_weight, compute), out_w = in_dtype(out_weight, compute);
-  const Tensor pre = gemm_bias(in_dtype(fc_bias, compute), input, fc_w.t());  // (N, I)
-  const Tensor f = at::gelu(pre);                                             // (N, I)
+  const Tensor fc_w = weight_in_dtype(fc_weight, compute),
+               out_w = weight_in_dtype(out_weight, compute);
+  const Tensor pre = gemm_bias(weight_in_dtype(fc_bias, compute), input, fc_w.t());  // (N, I)
+  const Tensor f = at::gelu(pre);                                                    // (N, I)
   const std::pair<const char*, Tensor> kept[] = {{"ff_input", input},
                                                  {"ff_pre", pre},
                                                  {"ff_fc_w", fc_w},
@@ -290,7 +292,7 @@ Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
                                                  {kFeedForwardKept, f}};
   for (const auto& [name, tensor] : kept)
     ctx->saved_data[name] = tensor;
-  return at::add(residual, gemm_bias(in_dtype(out_bias, compute), f, out_w.t()));  // (N, C)
+  return at::add(residual, gemm_bias(weight_in_dtype(out_bias, compute), f, out_w.t()));  // (N, C)
 }
 
 Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor& grad,

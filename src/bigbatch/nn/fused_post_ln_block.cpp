@@ -6,6 +6,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block_parts.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -98,18 +99,23 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
     const int64_t embed = x.size(1);
     const auto cast = [compute](const Tensor& t) { return in_dtype(t, compute); };
 
-    const Tensor xc = cast(x);                                                      // (N, C)
-    const Tensor qkv_w = stacked(query_weight, key_weight, value_weight, compute);  // (3C, C)
-    const Tensor qkv_b = stacked(query_bias, key_bias, value_bias, compute);        // (3C)
-    const Tensor qkv = gemm_bias(qkv_b, xc, qkv_w.t());                             // (N, 3C)
+    const Tensor xc = cast(x);  // (N, C)
+    const Tensor qkv_w = weight_copy({&query_weight, &key_weight, &value_weight}, compute, [&] {
+      return stacked(query_weight, key_weight, value_weight, compute);
+    });  // (3C, C)
+    const Tensor qkv_b = weight_copy({&query_bias, &key_bias, &value_bias}, compute, [&] {
+      return stacked(query_bias, key_bias, value_bias, compute);
+    });                                                  // (3C)
+    const Tensor qkv = gemm_bias(qkv_b, xc, qkv_w.t());  // (N, 3C)
     const BlockAttention attention{
         AttentionPath(attention_path), batch, heads, causal, mask, compute};
     AttentionSaved attended;
     const Tensor y = from_positions(
         attention_forward(attention, to_positions(qkv, slots, batch * time), attended),
         slots);  // (N, C)
-    const Tensor proj_w = cast(proj_weight);
-    const Tensor s1 = at::add(x, gemm_bias(cast(proj_bias), y, proj_w.t()));  // (N, C), float32
+    const Tensor proj_w = weight_in_dtype(proj_weight, compute);
+    const Tensor s1 =
+        at::add(x, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
     Tensor a, mean1, rstd1;  // (N, C), (N, 1), (N, 1)
     std::tie(a, mean1, rstd1) = at::native_layer_norm(s1, {embed}, ln1_weight, ln1_bias, eps);
     const Tensor s2 = feed_forward(ctx, cast(a), a, fc_weight, fc_bias, out_weight, out_bias,

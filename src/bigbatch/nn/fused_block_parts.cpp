@@ -55,8 +55,8 @@ Tensor transposed_copy(const Tensor& t) {
 }
 
 /// Weight-gradient products of fewer multiply-adds than this gained nothing measurable from a
-/// transposed copy (the default GPT's, at most 2^25); MiniLM's (from 2^28) and the width-512
-/// GPT's (from 2^30) did (docs/BENCHMARKS.md).
+/// transposed copy (the default GPT's, at most 2^25); MiniLM's output projection (about 2^28) and
+/// the width-512 GPT's products (2^30 and more) did (docs/BENCHMARKS.md).
 constexpr int64_t kCopyWorthMultiplyAdds = int64_t(1) << 27;
 
 /// grad^T input (O, I) for grad (N, O) and input (N, I), in their dtype. On a CPU with AMX,

@@ -20,14 +20,13 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
-#if defined(__x86_64__) && defined(__GNUC__)
-#include "bigbatch/nn/avx512_transpose.h"
-#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "bigbatch/nn/avx512_transpose.h"
 #define BB_BF16_ATTENTION 1
 // Only these functions are built for AVX-512 BF16; bf16_attention_available() guards each call.
 #define BB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))

@@ -286,9 +286,9 @@ Tensor linear_with_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
 Tensor gemm_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
   if (!bias.defined())
     return gemm(a, b);
-    // In bf16, at::addmm copies the bias into every row of the result before the product adds to
-    // it: a pass over the result that oneDNN's linear does in the product's epilogue.
 #if TORCH_VERSION_MAJOR >= 2
+  // In bf16, at::addmm copies the bias into every row of the result before the product adds to
+  // it: a pass over the result that oneDNN's linear does in the product's epilogue.
   if (bias_in_the_product(bias, a, b))
     return linear_with_bias(bias, a, b);
 #endif

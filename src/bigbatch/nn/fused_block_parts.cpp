@@ -8,6 +8,7 @@
 #include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
+#include "bigbatch/nn/gelu_kernels.h"
 #include "bigbatch/nn/layer_norm_kernels.h"
 #include "bigbatch/nn/transpose_kernels.h"
 #include "bigbatch/nn/weight_copies.h"
@@ -78,6 +79,27 @@ Tensor weight_product(const Tensor& grad, const Tensor& input) {
       return transposed_copy(gemm(transposed_copy(input), grad));
   }
   return gemm(grad.t(), input);
+}
+
+/// GELU of a feed-forward network's pre-activation (N, I): the bf16 kernels for contiguous bf16
+/// CPU values, at::gelu elsewhere.
+Tensor gelu_of(const Tensor& pre) {
+  if (!plain(pre, torch::kBFloat16))
+    return at::gelu(pre);
+  const Tensor out = at::empty_like(pre, at::MemoryFormat::Contiguous);  // (N, I)
+  kernels::bf16_gelu(pre.data_ptr<at::BFloat16>(), out.data_ptr<at::BFloat16>(), pre.numel());
+  return out;
+}
+
+/// GELU's backward: d_pre (N, I) from the gradient of its output and the pre-activation.
+Tensor gelu_backward_of(const Tensor& grad, const Tensor& pre) {
+  if (!plain(grad, torch::kBFloat16) || !plain(pre, torch::kBFloat16) ||
+      grad.sizes() != pre.sizes())
+    return at::gelu_backward(grad, pre);
+  const Tensor d_pre = at::empty_like(pre, at::MemoryFormat::Contiguous);  // (N, I)
+  kernels::bf16_gelu_backward(grad.data_ptr<at::BFloat16>(), pre.data_ptr<at::BFloat16>(),
+                              d_pre.data_ptr<at::BFloat16>(), pre.numel());
+  return d_pre;
 }
 
 /// Whether a LayerNorm of x with weight and bias in `compute` runs on the row kernels.
@@ -284,7 +306,7 @@ Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
   const Tensor fc_w = weight_in_dtype(fc_weight, compute),
                out_w = weight_in_dtype(out_weight, compute);
   const Tensor pre = gemm_bias(weight_in_dtype(fc_bias, compute), input, fc_w.t());  // (N, I)
-  const Tensor f = at::gelu(pre);                                                    // (N, I)
+  const Tensor f = gelu_of(pre);                                                     // (N, I)
   const std::pair<const char*, Tensor> kept[] = {{"ff_input", input},
                                                  {"ff_pre", pre},
                                                  {"ff_fc_w", fc_w},
@@ -305,7 +327,7 @@ Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor
   result[at.out_weight] = weight_grad(wanted(at.out_weight), g, take(ctx, kFeedForwardKept), param);
   result[at.out_bias] = bias_grad(wanted(at.out_bias), g, param);
   const Tensor d_pre =
-      at::gelu_backward(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
+      gelu_backward_of(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
   result[at.fc_weight] = weight_grad(wanted(at.fc_weight), d_pre, take(ctx, "ff_input"), param);
   result[at.fc_bias] = bias_grad(wanted(at.fc_bias), d_pre, param);
   return in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), input_grad);

@@ -1,0 +1,156 @@
+// GCC 12 reports the _mm512_undefined_* values inside its own intrinsics as uninitialized once
+// they are inlined (as in bf16_attention.cpp); the pragmas must come before the headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include "bigbatch/nn/gelu_kernels.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <cstring>
+#include <vector>
+
+#include "bigbatch/nn/row_parts_omp.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BB_GELU_AVX512 1
+#define BB_AVX512_TARGET __attribute__((target("avx512f,avx512bw")))
+#else
+#define BB_GELU_AVX512 0
+#endif
+
+namespace bigbatch::nn::kernels {
+namespace {
+
+using Bits = uint16_t;
+
+/// Every bf16 bit pattern's GELU (bf16 bits) and GELU' (float32), indexed by the pattern.
+struct GeluTables {
+  /// 65,536 values and one more, so that a 32-bit gather at the last index stays inside.
+  std::vector<Bits> values;
+  std::vector<float> slopes;  // 65,536
+};
+
+constexpr int64_t kPatterns = int64_t(1) << 16;
+
+/// Made on first use, by LibTorch's own GELU: at::gelu of every bf16 value in bf16, and
+/// at::gelu_backward of a gradient of ones in float32 (the precision its bf16 kernel computes in).
+const GeluTables& tables() {
+  static const GeluTables made = [] {
+    const c10::AutoGradMode no_grad(false);
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::DispatchKey::AutocastCPU};
+    const at::Tensor patterns =  // every bf16 bit pattern, (65536)
+        at::arange(kPatterns, at::kInt).to(at::kShort).view(at::kBFloat16);
+    const at::Tensor values = at::gelu(patterns).contiguous();  // (65536) bf16
+    const at::Tensor slopes =                                   // (65536) float32
+        at::gelu_backward(at::ones({kPatterns}, at::kFloat), patterns.to(at::kFloat)).contiguous();
+    GeluTables t;
+    t.values.assign(size_t(kPatterns) + 1, 0);
+    t.slopes.resize(size_t(kPatterns));
+    std::memcpy(t.values.data(), values.data_ptr(), size_t(kPatterns) * sizeof(Bits));
+    std::memcpy(t.slopes.data(), slopes.data_ptr<float>(), size_t(kPatterns) * sizeof(float));
+    return t;
+  }();
+  return made;
+}
+
+/// Values per OpenMP task.
+constexpr int64_t kGrain = int64_t(1) << 15;
+
+void gelu_values(const GeluTables& t, const Bits* x, Bits* y, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
+    y[i] = t.values[x[i]];
+}
+
+void gelu_backward_values(const GeluTables& t, const Bits* dy, const Bits* x, c10::BFloat16* dx,
+                          int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
+    store(dx + i, widen(c10::BFloat16(dy[i], c10::BFloat16::from_bits())) * t.slopes[x[i]]);
+}
+
+#if BB_GELU_AVX512
+constexpr int64_t kLanes = 16;
+
+/// 16 bf16 bit patterns at `at`, zero-extended to 32-bit lanes.
+BB_AVX512_TARGET inline __m512i load_patterns(const Bits* at) {
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+}
+
+BB_AVX512_TARGET void gelu_vectors(const GeluTables& t, const Bits* x, Bits* y, int64_t begin,
+                                   int64_t end) {
+  // 32-bit gathers at 2-byte steps: the low half of each is the value (hence the table's extra).
+  const void* values = t.values.data();
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    const __m512i found = _mm512_i32gather_epi32(load_patterns(x + i), values, 2);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(found));
+  }
+  gelu_values(t, x, y, i, end);
+}
+
+BB_AVX512_TARGET void gelu_backward_vectors(const GeluTables& t, const Bits* dy, const Bits* x,
+                                            c10::BFloat16* dx, int64_t begin, int64_t end) {
+  const __m512i round_bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
+  const __m512i quiet_nan = _mm512_set1_epi32(0x7FC0);
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    const __m512 slope = _mm512_i32gather_ps(load_patterns(x + i), t.slopes.data(), 4);
+    const __m512 grad = _mm512_castsi512_ps(_mm512_slli_epi32(load_patterns(dy + i), 16));
+    const __m512 product = _mm512_mul_ps(grad, slope);
+    // Round to the nearest even bf16 as store() does: add 0x7FFF and the lowest kept bit.
+    const __m512i bits = _mm512_castps_si512(product);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+    __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, round_bias), odd), 16);
+    rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(product, product, _CMP_UNORD_Q),
+                                    quiet_nan);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dx + i), _mm512_cvtepi32_epi16(rounded));
+  }
+  gelu_backward_values(t, dy, x, dx, i, end);
+}
+
+bool has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return has;
+}
+#endif
+
+}  // namespace
+
+void bf16_gelu(const c10::BFloat16* x, c10::BFloat16* y, int64_t count) {
+  const GeluTables& t = tables();
+  const Bits* in = reinterpret_cast<const Bits*>(x);
+  Bits* out = reinterpret_cast<Bits*>(y);
+  at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
+#if BB_GELU_AVX512
+    if (has_avx512()) {
+      gelu_vectors(t, in, out, begin, end);
+      return;
+    }
+#endif
+    gelu_values(t, in, out, begin, end);
+  });
+}
+
+void bf16_gelu_backward(const c10::BFloat16* dy, const c10::BFloat16* x, c10::BFloat16* dx,
+                        int64_t count) {
+  const GeluTables& t = tables();
+  const Bits* grad = reinterpret_cast<const Bits*>(dy);
+  const Bits* in = reinterpret_cast<const Bits*>(x);
+  at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
+#if BB_GELU_AVX512
+    if (has_avx512()) {
+      gelu_backward_vectors(t, grad, in, dx, begin, end);
+      return;
+    }
+#endif
+    gelu_backward_values(t, grad, in, dx, begin, end);
+  });
+}
+
+}  // namespace bigbatch::nn::kernels

@@ -10,6 +10,7 @@
 #include "bigbatch/models/gpt.h"
 #include "bigbatch/models/transformer_parts.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/direct_weight_grads.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/precision.h"
 #include "bigbatch/nn/weight_copies.h"
@@ -253,25 +254,35 @@ torch::Tensor summed_loss(models::Gpt& model, const torch::Tensor& tokens) {
 /// Where a test keeps the fused blocks' weight copies (nn/weight_copies.h).
 enum class KeptCopies { kNone, kPerWindow, kAcrossWindows };
 
-/// The weights of a small GPT after `steps` windows of three micro-batches and AdamW steps, in
-/// float64, or in float32 under bf16 autocast.
-std::vector<torch::Tensor> train_gpt(BlockKernel kernel, int64_t steps, bool bf16 = false,
-                                     KeptCopies copies = KeptCopies::kNone) {
+/// How train_gpt trains.
+struct TrainSettings {
+  bool bf16 = false;  ///< float32 under bf16 autocast, or float64
+  KeptCopies copies = KeptCopies::kNone;
+  bool direct_grads = false;   ///< backward inside a DirectWeightGradScope
+  bool checkpointing = false;  ///< every block recomputed in backward
+};
+
+/// The weights of a small GPT after `steps` windows of three micro-batches and AdamW steps.
+std::vector<torch::Tensor> train_gpt(BlockKernel kernel, int64_t steps,
+                                     const TrainSettings& settings = {}) {
   const ScopedBlockKernel choice(kernel);
   const ScopedBf16Matmul native(Bf16Matmul::kNative);
   torch::manual_seed(3);
   models::Gpt model(models::GptOptions().vocab(32).context(12).layers(2).heads(2).embed(16));
+  const bool bf16 = settings.bf16;
   model->to(bf16 ? torch::kFloat32 : torch::kFloat64);
+  if (settings.checkpointing)
+    model->set_checkpointing(parse_checkpoint_policy("every:1", "checkpointing"));
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
   std::optional<WeightCopyScope> across;
-  if (copies == KeptCopies::kAcrossWindows)
+  if (settings.copies == KeptCopies::kAcrossWindows)
     across.emplace();  // spans the optimizer's in-place steps, which bump the weights' versions
   for (int64_t step = 0; step < steps; ++step) {
     const torch::Tensor window = torch::randint(32, {8, 12}, torch::kLong);
     const double tokens = 8.0 * 11.0;
     optimizer.zero_grad();
     std::optional<WeightCopyScope> per_window;
-    if (copies == KeptCopies::kPerWindow)
+    if (settings.copies == KeptCopies::kPerWindow)
       per_window.emplace();  // as the engine's Trainer keeps them
     for (const auto& micro_batch : window.split_with_sizes({3, 3, 2})) {
       torch::Tensor loss;
@@ -279,6 +290,9 @@ std::vector<torch::Tensor> train_gpt(BlockKernel kernel, int64_t steps, bool bf1
         const AutocastGuard autocast(bf16 ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
         loss = summed_loss(model, micro_batch) / tokens;
       }
+      std::optional<DirectWeightGradScope> direct;
+      if (settings.direct_grads)
+        direct.emplace();  // as the engine's GradientAccumulator::backward opens it
       loss.backward();
     }
     per_window.reset();
@@ -300,13 +314,30 @@ TEST(FusedBlock, TrainsAGptAsTheCompositeBlockDoesOverManyWindows) {
 }
 
 TEST(FusedBlock, TrainsTheSameWithItsBf16WeightCopiesKeptPerWindowOrAcrossWindows) {
-  const std::vector<torch::Tensor> fresh = train_gpt(BlockKernel::kFused, 6, /*bf16=*/true);
+  const std::vector<torch::Tensor> fresh = train_gpt(BlockKernel::kFused, 6, {true});
   for (const KeptCopies copies : {KeptCopies::kPerWindow, KeptCopies::kAcrossWindows}) {
-    const std::vector<torch::Tensor> kept =
-        train_gpt(BlockKernel::kFused, 6, /*bf16=*/true, copies);
+    const std::vector<torch::Tensor> kept = train_gpt(BlockKernel::kFused, 6, {true, copies});
     ASSERT_EQ(kept.size(), fresh.size());
     for (size_t i = 0; i < kept.size(); ++i)
       EXPECT_TRUE(torch::equal(kept[i], fresh[i])) << "parameter " << i;
+  }
+}
+
+TEST(FusedBlock, TrainsTheSameWithItsBf16WeightGradientsAddedToGradDirectly) {
+  for (const bool checkpointing : {false, true}) {
+    const std::vector<torch::Tensor> returned =
+        train_gpt(BlockKernel::kFused, 6, {true, KeptCopies::kNone, false, checkpointing});
+    const int64_t before = direct_weight_grads_added();
+    const std::vector<torch::Tensor> direct =
+        train_gpt(BlockKernel::kFused, 6, {true, KeptCopies::kPerWindow, true, checkpointing});
+    // 2 blocks x 4 weights x 3 micro-batches x 6 windows, each added to .grad by its block (under
+    // checkpointing, from inside the recomputation's torch::autograd::grad, which then hands the
+    // outer backward no gradient for it).
+    EXPECT_EQ(direct_weight_grads_added() - before, 2 * 4 * 3 * 6) << checkpointing;
+    ASSERT_EQ(direct.size(), returned.size());
+    for (size_t i = 0; i < direct.size(); ++i)
+      EXPECT_TRUE(torch::equal(direct[i], returned[i]))
+          << "parameter " << i << ", " << checkpointing;
   }
 }
 

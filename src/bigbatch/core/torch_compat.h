@@ -99,6 +99,24 @@ inline torch::optim::OptimizerParamState* optimizer_state_of(torch::optim::Optim
 using GradAccumulatorPtr =
     decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
 
+/// Whether something watches `leaf`'s gradient before or as its accumulator adds it to .grad:
+/// Tensor::register_hook, 2.x's post-accumulate-grad hooks, or pre-hooks on the accumulator node.
+/// Post-hooks on that node (the data-parallel reducer's) run after it and do not count.
+inline bool has_gradient_hooks(const torch::Tensor& leaf) {
+  namespace impl = torch::autograd::impl;
+  if (!impl::hooks(leaf).empty())
+    return true;
+  const auto accumulator = impl::try_get_grad_accumulator(leaf);
+#if BIGBATCH_TORCH_AT_LEAST(2, 1)
+  if (impl::post_acc_grad_hooks(leaf))
+    return true;
+  return accumulator &&
+         (!accumulator->pre_hooks().empty() || !accumulator->tensor_pre_hooks().empty());
+#else
+  return accumulator && !accumulator->pre_hooks().empty();
+#endif
+}
+
 // Fused kernels of 2.x.
 
 /// Whether at::scaled_dot_product_attention is public (2.0 and later; 1.13 has a private one).

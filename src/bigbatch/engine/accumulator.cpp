@@ -5,6 +5,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/engine/optimizer.h"
+#include "bigbatch/nn/direct_weight_grads.h"
 #include "bigbatch/nn/embedding.h"
 
 namespace bigbatch::engine {
@@ -116,8 +117,10 @@ void GradientAccumulator::backward(const torch::Tensor& loss_sum, const Counts& 
   count(detached_loss_sum(loss_sum), micro);
   if (reducer_ != nullptr && seen_ == declared_)
     reducer_->arm();  // this rank's last backward of the window: its buckets start as they fill
-  // Into .grad: an embedding whose .grad is already a dense buffer adds only its used rows.
+  // Into .grad: an embedding whose .grad is already a dense buffer adds only its used rows, and
+  // the fused blocks add their bf16 weight gradients to .grad themselves.
   const nn::SparseEmbeddingGradScope sparse(nn::SparseEmbeddingGrad::kIntoDenseGrad);
+  const nn::DirectWeightGradScope direct;
   loss.backward();
 }
 

@@ -129,11 +129,13 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     Tensor d_normed1;  // (N, C), in compute
     {
       const Tensor dh_c = cast(dh);
-      result[kProjWeight] = weight_grad(wanted(kProjWeight), dh_c, saved("y"), param);
+      result[kProjWeight] =
+          weight_grad(wanted(kProjWeight), dh_c, saved("y"), param, inputs.get(kProjWeight));
       result[kProjBias] = bias_grad(wanted(kProjBias), dh_c, param);
       const Tensor d_qkv = attention_backward(attention, {saved("qkv"), saved("probs")},
                                               gemm(dh_c, saved("proj_w")));  // (N, 3C)
-      result[kQkvWeight] = weight_grad(wanted(kQkvWeight), d_qkv, saved("a"), param);
+      result[kQkvWeight] =
+          weight_grad(wanted(kQkvWeight), d_qkv, saved("a"), param, inputs.get(kQkvWeight));
       result[kQkvBias] = bias_grad(wanted(kQkvBias), d_qkv, param);
       d_normed1 = gemm(d_qkv, saved("qkv_w"));
     }

@@ -6,6 +6,7 @@
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_attention.h"
+#include "bigbatch/nn/direct_weight_grads.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/gelu_kernels.h"
@@ -143,8 +144,14 @@ Tensor in_dtype(const Tensor& t, torch::ScalarType dtype) {
   return t.scalar_type() == dtype ? t : t.to(dtype);
 }
 
-Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype) {
-  return wanted ? in_dtype(weight_product(grad, input), dtype) : Tensor();
+Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype,
+                   const Tensor& weight) {
+  if (!wanted)
+    return Tensor();
+  const Tensor product = weight_product(grad, input);  // (O, I), in grad's dtype
+  if (product.scalar_type() != dtype && add_to_weight_grad(weight, product))
+    return Tensor();  // already in .grad
+  return in_dtype(product, dtype);
 }
 
 Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {
@@ -324,11 +331,13 @@ Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor
   const c10::List<Tensor> inputs = kept_inputs(ctx);
   const auto wanted = [&inputs](int64_t input) { return inputs.get(input).requires_grad(); };
   const Tensor g = in_dtype(grad, compute);  // (N, C)
-  result[at.out_weight] = weight_grad(wanted(at.out_weight), g, take(ctx, kFeedForwardKept), param);
+  result[at.out_weight] = weight_grad(wanted(at.out_weight), g, take(ctx, kFeedForwardKept), param,
+                                      inputs.get(at.out_weight));
   result[at.out_bias] = bias_grad(wanted(at.out_bias), g, param);
   const Tensor d_pre =
       gelu_backward_of(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
-  result[at.fc_weight] = weight_grad(wanted(at.fc_weight), d_pre, take(ctx, "ff_input"), param);
+  result[at.fc_weight] = weight_grad(wanted(at.fc_weight), d_pre, take(ctx, "ff_input"), param,
+                                     inputs.get(at.fc_weight));
   result[at.fc_bias] = bias_grad(wanted(at.fc_bias), d_pre, param);
   return in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), input_grad);
 }

@@ -27,9 +27,11 @@ torch::Tensor in_dtype(const torch::Tensor& t, torch::ScalarType dtype);
 /// A product's gradients for its parameters, in the parameters' dtype, or undefined for a
 /// parameter that takes none: grad^T input for the weight, the column sums of grad for the bias
 /// (of a contiguous bf16 grad into float32 on the row kernels, summed in float32 without a
-/// rounding to bf16 between).
+/// rounding to bf16 between). A bf16 weight gradient of `weight` (the parameter, where given) is
+/// undefined too where add_to_weight_grad has added it to weight.grad() itself
+/// (nn/direct_weight_grads: inside a backward() into .grad).
 torch::Tensor weight_grad(bool wanted, const torch::Tensor& grad, const torch::Tensor& input,
-                          torch::ScalarType dtype);
+                          torch::ScalarType dtype, const torch::Tensor& weight = torch::Tensor());
 torch::Tensor bias_grad(bool wanted, const torch::Tensor& grad, torch::ScalarType dtype);
 
 /// A LayerNorm's result in a block's compute dtype and what its backward reads.

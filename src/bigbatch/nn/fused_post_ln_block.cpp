@@ -185,7 +185,8 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
 
     // Attention: s1 = x + softmax(q k^T / sqrt(D) + mask) v W_proj^T + b_proj.
     const Tensor d_s1_c = cast(d_s1);
-    result[kProjWeight] = weight_grad(wanted(kProjWeight), d_s1_c, saved("y"), param);
+    result[kProjWeight] =
+        weight_grad(wanted(kProjWeight), d_s1_c, saved("y"), param, inputs.get(kProjWeight));
     result[kProjBias] = bias_grad(wanted(kProjBias), d_s1_c, param);
     const Tensor slots = saved("slots");
     const Tensor d_qkv =

@@ -9,22 +9,37 @@ namespace {
 constexpr int64_t kGrain = int64_t(1) << 15;
 
 BB_VECTOR_CLONES
-void add_range(const c10::BFloat16* __restrict src, float* __restrict dst, int64_t begin,
-               int64_t end, bool assign) {
-  if (assign) {
-    for (int64_t i = begin; i < end; ++i)
-      dst[i] = widen(src[i]);
-    return;
-  }
+void widen_range(const c10::BFloat16* __restrict src, float* __restrict dst, int64_t begin,
+                 int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
+    dst[i] = widen(src[i]);
+}
+
+BB_VECTOR_CLONES
+void add_in_place_range(const c10::BFloat16* __restrict src, float* __restrict dst, int64_t begin,
+                        int64_t end) {
   for (int64_t i = begin; i < end; ++i)
     dst[i] += widen(src[i]);
 }
 
+BB_VECTOR_CLONES
+void add_range(const c10::BFloat16* __restrict src, const float* __restrict base,
+               float* __restrict dst, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
+    dst[i] = base[i] + widen(src[i]);
+}
+
 }  // namespace
 
-void add_bf16_to_float(const c10::BFloat16* src, float* dst, int64_t count, bool assign) {
-  at::parallel_for(0, count, kGrain,
-                   [&](int64_t begin, int64_t end) { add_range(src, dst, begin, end, assign); });
+void add_bf16_to_float(const c10::BFloat16* src, const float* base, float* dst, int64_t count) {
+  at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
+    if (base == nullptr)
+      widen_range(src, dst, begin, end);
+    else if (base == dst)
+      add_in_place_range(src, dst, begin, end);
+    else
+      add_range(src, base, dst, begin, end);
+  });
 }
 
 }  // namespace bigbatch::nn::kernels

@@ -44,8 +44,9 @@ bool add_to_weight_grad(const torch::Tensor& weight, const torch::Tensor& grad) 
     return false;
   if (fresh)
     sum = at::empty_like(weight, at::MemoryFormat::Contiguous);
-  kernels::add_bf16_to_float(grad.data_ptr<at::BFloat16>(), sum.data_ptr<float>(), grad.numel(),
-                             /*assign=*/fresh);
+  float* into = sum.data_ptr<float>();
+  kernels::add_bf16_to_float(grad.data_ptr<at::BFloat16>(), fresh ? nullptr : into, into,
+                             grad.numel());
   if (!fresh)
     sum.unsafeGetTensorImpl()->bump_version();  // an in-place change, as autograd's add makes
   ++added;

@@ -65,8 +65,8 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
         AttentionPath(attention_path), batch, heads, causal, mask, compute};
     AttentionSaved attended;
     const Tensor y = attention_forward(attention, qkv, attended);  // (N, C)
-    const Tensor h =
-        at::add(x2, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
+    const Tensor h = add_residual(
+        x2, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
     const NormedRows ln2 = layer_norm_in(h, ln2_weight, ln2_bias, eps, compute);
     const Tensor out = feed_forward(ctx, ln2.normed, h, fc_weight, fc_bias, out_weight, out_bias,
                                     compute);  // (N, C), float32

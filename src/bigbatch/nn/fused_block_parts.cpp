@@ -5,6 +5,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/bf16_add_kernels.h"
 #include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/direct_weight_grads.h"
 #include "bigbatch/nn/fp32_matmul.h"
@@ -142,6 +143,16 @@ Tensor composite_attention_backward(const BlockAttention& attention, AttentionSa
 
 Tensor in_dtype(const Tensor& t, torch::ScalarType dtype) {
   return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+Tensor add_residual(const Tensor& residual, const Tensor& product) {
+  if (!plain(residual, torch::kFloat) || !plain(product, torch::kBFloat16) ||
+      residual.sizes() != product.sizes())
+    return at::add(residual, product);
+  const Tensor sum = at::empty_like(residual, at::MemoryFormat::Contiguous);  // (N, C)
+  kernels::add_bf16_to_float(product.data_ptr<at::BFloat16>(), residual.data_ptr<float>(),
+                             sum.data_ptr<float>(), residual.numel());
+  return sum;
 }
 
 Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::ScalarType dtype,
@@ -321,7 +332,8 @@ Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
                                                  {kFeedForwardKept, f}};
   for (const auto& [name, tensor] : kept)
     ctx->saved_data[name] = tensor;
-  return at::add(residual, gemm_bias(weight_in_dtype(out_bias, compute), f, out_w.t()));  // (N, C)
+  return add_residual(residual,
+                      gemm_bias(weight_in_dtype(out_bias, compute), f, out_w.t()));  // (N, C)
 }
 
 Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor& grad,

@@ -24,6 +24,11 @@ struct KernelScope {
 /// `t` in `dtype` (itself when it already is).
 torch::Tensor in_dtype(const torch::Tensor& t, torch::ScalarType dtype);
 
+/// residual + product (N, C): a float32 residual stream and a block's product in the compute
+/// dtype, in float32. One pass (the product widened as it is added) for contiguous float32 and
+/// bf16 CPU tensors, bitwise at::add's sum; at::add elsewhere.
+torch::Tensor add_residual(const torch::Tensor& residual, const torch::Tensor& product);
+
 /// A product's gradients for its parameters, in the parameters' dtype, or undefined for a
 /// parameter that takes none: grad^T input for the weight, the column sums of grad for the bias
 /// (of a contiguous bf16 grad into float32 on the row kernels, summed in float32 without a

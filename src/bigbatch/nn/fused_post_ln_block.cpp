@@ -114,8 +114,8 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
         attention_forward(attention, to_positions(qkv, slots, batch * time), attended),
         slots);  // (N, C)
     const Tensor proj_w = weight_in_dtype(proj_weight, compute);
-    const Tensor s1 =
-        at::add(x, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
+    const Tensor s1 = add_residual(
+        x, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
     Tensor a, mean1, rstd1;  // (N, C), (N, 1), (N, 1)
     std::tie(a, mean1, rstd1) = at::native_layer_norm(s1, {embed}, ln1_weight, ln1_bias, eps);
     const Tensor s2 = feed_forward(ctx, cast(a), a, fc_weight, fc_bias, out_weight, out_bias,

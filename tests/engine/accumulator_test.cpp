@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "bigbatch/dist/gradient_reducer.h"
 #include "bigbatch/dist/local_communicator.h"
 #include "bigbatch/models/gpt.h"
 #include "bigbatch/models/mlp.h"
+#include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/direct_weight_grads.h"
+#include "bigbatch/nn/fused_block.h"
+#include "bigbatch/nn/precision.h"
 #include "engine/accumulation_helpers.h"
 #include "support/test_support.h"
 
@@ -268,6 +273,52 @@ TEST(Accumulator, AJobOfOneRankStepsAsASingleProcess) {
     EXPECT_FALSE(results[i + 2].restarted);
   }
   EXPECT_NE(results[0].mean_loss, results[1].mean_loss);  // the first step moved the weights
+  EXPECT_TRUE(torch::equal(weights[0], weights[1]));
+}
+
+TEST(Accumulator, TheReducerSeesTheBf16WeightGradientsTheFusedBlocksAddThemselves) {
+  // A GPT of fused blocks under bf16 autocast, whose backward() adds its bf16 weight gradients to
+  // .grad itself (nn/direct_weight_grads), trained alone and then with a reducer over a world of
+  // one: its hooks copy each .grad into a bucket during the window's last backward and finish()
+  // writes the sums back, so a hook that read .grad before the block added to it would lose that
+  // micro-batch's gradient.
+  const nn::Bf16Matmul matmul = nn::bf16_matmul();
+  const nn::BlockKernel kernel = nn::block_kernel();
+  nn::set_bf16_matmul(nn::Bf16Matmul::kNative);
+  nn::set_block_kernel(nn::BlockKernel::kFused);
+  std::vector<torch::Tensor> weights;
+  std::vector<int64_t> added;
+  for (const bool reduced : {false, true}) {
+    GptCase c = make_gpt(torch::kFloat32, 8);
+    torch::optim::SGD sgd(c.model->parameters(), torch::optim::SGDOptions(0.5));
+    engine::GradientAccumulator accumulator(c.model->parameters(), sgd, nullptr);
+    dist::LocalCommunicator local;
+    dist::GradientReducer reducer(local, c.model->parameters());
+    if (reduced)
+      accumulator.set_data_parallel(&local, &reducer);
+    const int64_t before = nn::direct_weight_grads_added();
+    for (int window = 0; window < 3; ++window) {
+      accumulator.begin_window({8, 64});
+      for (const data::Batch& part : split(c.batch, {3, 5})) {
+        torch::Tensor loss_sum;
+        {
+          const nn::AutocastGuard autocast(nn::Precision::kBf16, torch::kCPU);
+          loss_sum = c.objective->loss_sum(part);
+        }
+        accumulator.backward(loss_sum, c.objective->count(part));
+      }
+      accumulator.step();
+    }
+    added.push_back(nn::direct_weight_grads_added() - before);
+    std::vector<torch::Tensor> flat;
+    for (const torch::Tensor& p : c.model->parameters())
+      flat.push_back(p.detach().flatten());
+    weights.push_back(torch::cat(flat));
+  }
+  nn::set_bf16_matmul(matmul);
+  nn::set_block_kernel(kernel);
+  // 2 blocks x 4 weights x 2 micro-batches x 3 windows, both times.
+  EXPECT_EQ(added, (std::vector<int64_t>{48, 48}));
   EXPECT_TRUE(torch::equal(weights[0], weights[1]));
 }
 

@@ -14,15 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "bigbatch/nn/avx512bw_kernels.h"
 #include "bigbatch/nn/row_parts_omp.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define BB_GELU_AVX512 1
-#define BB_AVX512_TARGET __attribute__((target("avx512f,avx512bw")))
-#else
-#define BB_GELU_AVX512 0
-#endif
 
 namespace bigbatch::nn::kernels {
 namespace {
@@ -73,7 +66,7 @@ void gelu_backward_values(const GeluTables& t, const Bits* dy, const Bits* x, c1
     store(dx + i, widen(c10::BFloat16(dy[i], c10::BFloat16::from_bits())) * t.slopes[x[i]]);
 }
 
-#if BB_GELU_AVX512
+#if BB_AVX512BW_KERNELS
 constexpr int64_t kLanes = 16;
 
 /// 16 bf16 bit patterns at `at`, zero-extended to 32-bit lanes.
@@ -114,10 +107,6 @@ BB_AVX512_TARGET void gelu_backward_vectors(const GeluTables& t, const Bits* dy,
   gelu_backward_values(t, dy, x, dx, i, end);
 }
 
-bool has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return has;
-}
 #endif
 
 }  // namespace
@@ -127,8 +116,8 @@ void bf16_gelu(const c10::BFloat16* x, c10::BFloat16* y, int64_t count) {
   const Bits* in = reinterpret_cast<const Bits*>(x);
   Bits* out = reinterpret_cast<Bits*>(y);
   at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
-#if BB_GELU_AVX512
-    if (has_avx512()) {
+#if BB_AVX512BW_KERNELS
+    if (has_avx512bw()) {
       gelu_vectors(t, in, out, begin, end);
       return;
     }
@@ -143,8 +132,8 @@ void bf16_gelu_backward(const c10::BFloat16* dy, const c10::BFloat16* x, c10::BF
   const Bits* grad = reinterpret_cast<const Bits*>(dy);
   const Bits* in = reinterpret_cast<const Bits*>(x);
   at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
-#if BB_GELU_AVX512
-    if (has_avx512()) {
+#if BB_AVX512BW_KERNELS
+    if (has_avx512bw()) {
       gelu_backward_vectors(t, grad, in, dx, begin, end);
       return;
     }

@@ -9,14 +9,11 @@
 
 #include <algorithm>
 
+#include "bigbatch/nn/avx512bw_kernels.h"
 #include "bigbatch/nn/row_parts_omp.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if BB_AVX512BW_KERNELS
 #include "bigbatch/nn/avx512_transpose.h"
-#define BB_TRANSPOSE_AVX512 1
-#define BB_AVX512_TARGET __attribute__((target("avx512f,avx512bw")))
-#else
-#define BB_TRANSPOSE_AVX512 0
 #endif
 
 namespace bigbatch::nn::kernels {
@@ -40,7 +37,7 @@ void transpose_values(const Matrix16& src, int64_t row_begin, int64_t row_end, i
         dst[c * dst_stride + r] = src.data[r * src.stride + c];
 }
 
-#if BB_TRANSPOSE_AVX512
+#if BB_AVX512BW_KERNELS
 /// 16 pairs (src[r][c], src[r + 1][c]) for c in [0, 16), the first in the low half: one row of
 /// the transpose's 32-bit view.
 BB_AVX512_TARGET inline __m512i row_pairs(const Bits* first, const Bits* second) {
@@ -72,10 +69,6 @@ BB_AVX512_TARGET void transpose_rows(const Matrix16& src, int64_t r0, c10::BFloa
   transpose_values(src, r0, r0 + kRowBlock, whole_cols, dst, dst_stride);
 }
 
-bool has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return has;
-}
 #endif
 
 }  // namespace
@@ -88,8 +81,8 @@ void transpose_bf16(const Matrix16& src, c10::BFloat16* dst, int64_t dst_stride)
       std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, kRowBlock * src.cols));
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
     for (int64_t block = begin; block < end; ++block) {
-#if BB_TRANSPOSE_AVX512
-      if (has_avx512()) {
+#if BB_AVX512BW_KERNELS
+      if (has_avx512bw()) {
         transpose_rows(src, block * kRowBlock, dst, dst_stride);
         continue;
       }

@@ -120,7 +120,12 @@ void check_case_on(const Case& c, bool use_amx) {
   // (at most 2^-8 of it, bf16's unit roundoff), y sums them times v and is rounded once. 1e-5
   // more covers float32's exp and sums.
   const Tensor y = torch::full({c.batch, c.heads, c.queries, c.head_dim}, 7.0, bf16);
-  const Tensor probs = bf16_attention_forward(inputs, y);
+  const Tensor pairs = bf16_attention_forward(inputs, y);  // (B, H, Tp/2, Sp, 2)
+  const Tensor probs = bf16_attention_probabilities(pairs, c.queries, c.keys);
+  // Past T and S, where the kernels' tiles pad them, the pairs hold zeros.
+  const Tensor padded = bf16_attention_probabilities(pairs, 2 * pairs.size(2), pairs.size(3));
+  EXPECT_EQ(padded.slice(2, c.queries).count_nonzero().item<int64_t>(), 0);
+  EXPECT_EQ(padded.slice(3, c.keys).count_nonzero().item<int64_t>(), 0);
   const Tensor scores = torch::matmul(as_double(q), repeated(k).transpose(-2, -1)) * scale +
                         additive_mask(c, padding);
   const Tensor p_ref = torch::softmax(scores, -1);         // (B, H, T, S)
@@ -134,7 +139,7 @@ void check_case_on(const Case& c, bool use_amx) {
   const Tensor dy = torch::randn({c.batch, c.heads, c.queries, c.head_dim}, bf16);
   const Tensor dq = torch::full_like(q, 7.0), dk = torch::full_like(k, 7.0);
   const Tensor dv = torch::full_like(v, 7.0);
-  bf16_attention_backward(inputs, probs, dy, {dq, dk, dv});
+  bf16_attention_backward(inputs, pairs, dy, {dq, dk, dv});
   const Tensor p = as_double(probs);
   const Tensor dp = torch::matmul(as_double(dy), repeated(v).transpose(-2, -1));
   const Tensor ds = p * (dp - (p * dp).sum(-1, true)) * scale;  // (B, H, T, S)
@@ -215,7 +220,7 @@ TEST(Bf16Attention, ProductsOnAmxTilesAgreeWithVdpbf16ps) {
     const Tensor probs = bf16_attention_forward(in, y);
     const Tensor d_qkv = torch::full_like(qkv, 7.0);
     bf16_attention_backward(in, probs, dy, {column(d_qkv, 0), column(d_qkv, 1), column(d_qkv, 2)});
-    results[amx] = {probs, y, d_qkv};
+    results[amx] = {bf16_attention_probabilities(probs, 48, 48), y, d_qkv};
   }
   // Both sum the same float32 products in another order: at most a bf16 rounding apart.
   const char* names[] = {"probabilities", "y", "d qkv"};
@@ -257,6 +262,16 @@ TEST(Bf16Attention, RefusesWhatItCannotRun) {
                std::exception);
   const Tensor transposed = torch::randn({1, 1, 16, 4}, torch::kBFloat16).transpose(2, 3);
   EXPECT_THROW(bf16_attention_forward({transposed, q, q, {}, 1.0}, y), std::exception);
+  // The backward takes the forward's pairs of rows, not the probabilities unpacked.
+  const Tensor pairs = bf16_attention_forward({q, q, q, {}, 1.0}, y);
+  try {
+    bf16_attention_backward({q, q, q, {}, 1.0}, bf16_attention_probabilities(pairs, 4, 4), q,
+                            {torch::empty_like(q), torch::empty_like(q), torch::empty_like(q)});
+    FAIL() << "unpacked probabilities were taken";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("probs must be what forward returned"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

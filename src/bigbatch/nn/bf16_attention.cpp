@@ -129,11 +129,6 @@ Shape checked_shape(const Bf16AttentionInputs& in) {
   return s;
 }
 
-#if BB_BF16_ATTENTION
-
-using Bits = uint16_t;  // a bf16 value's bits
-using Pair = uint32_t;  // two bf16 values, the first in the low half (vdpbf16ps's order)
-
 constexpr int64_t kLanes = 16;     // floats in a vector
 constexpr int64_t kBlockRows = 8;  // rows of a vdpbf16ps product tile: operands are padded to them
 constexpr int64_t kAmxBlockRows = 16;  // rows of a product on AMX tiles (a tile's most)
@@ -141,6 +136,24 @@ constexpr int64_t kAmxBlockRows = 16;  // rows of a product on AMX tiles (a tile
 int64_t round_up(int64_t n, int64_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
+
+/// The padded sizes of one head's operands and the rows of a row block. The tile products sum
+/// over whole tile depths of pairs: of keys (S/2) and of stacked queries (G T/2), so those are
+/// padded to kAmxDepth there.
+struct Padded {
+  int64_t queries, keys, dim;  // T to the block, S and D to kLanes; T, S to kAmxDepth on tiles
+  int64_t block;               // kBlockRows, or kAmxBlockRows on tiles
+  explicit Padded(const Shape& s)
+      : queries(round_up(s.queries, s.amx ? kAmxDepth : kBlockRows)),
+        keys(round_up(s.keys, s.amx ? kAmxDepth : kLanes)),
+        dim(round_up(s.head_dim, kLanes)),
+        block(s.amx ? kAmxBlockRows : kBlockRows) {}
+};
+
+#if BB_BF16_ATTENTION
+
+using Bits = uint16_t;  // a bf16 value's bits
+using Pair = uint32_t;  // two bf16 values, the first in the low half (vdpbf16ps's order)
 
 /// The (rows, cols) bf16 matrix of one head: row r at data + r * stride, its values contiguous.
 struct Rows {
@@ -204,6 +217,22 @@ BB_BF16_TARGET void copy_rows(const Rows& src, Bits* dst, int64_t rows_pad) {
     else
       std::memset(out, 0, size_t(src.cols) * sizeof(Bits));
   }
+}
+
+/// A product's A operand: rows of pairs, `stride` pairs apart.
+struct Operand {
+  const Pair* data;
+  int64_t stride;
+};
+
+/// The rows of src, rows_pad of them, as an A operand: src itself where it has them all and its
+/// pairs are 32-bit aligned, else a copy in `copy` (rows_pad, src.cols), zero below src's rows.
+BB_BF16_TARGET Operand row_operand(const Rows& src, int64_t rows_pad, Bits* copy) {
+  if (src.rows == rows_pad && src.stride % 2 == 0 &&
+      reinterpret_cast<uintptr_t>(src.data) % alignof(Pair) == 0)
+    return {reinterpret_cast<const Pair*>(src.data), src.stride / 2};
+  copy_rows(src, copy, rows_pad);
+  return {reinterpret_cast<const Pair*>(copy), src.cols / 2};
 }
 
 /// Pairs down the rows, the B operand of a product that sums over src's rows:
@@ -380,12 +409,10 @@ class AmxTiles {
   bool use_;
 };
 
-/// Columns [16 n0, 16 (n0 + kTiles)) of p on AMX tiles (AmxTiles configured), p's range of
-/// pairs in whole tile depths.
+/// Zeroes the c tiles 0 .. kTiles - 1.
 template <int kTiles>
-BB_AMX_TARGET void tile_product(const Product& p, int64_t begin, int64_t end, int64_t n0) {
+BB_AMX_TARGET void zero_c_tiles() {
   static_assert(kTiles >= 1 && kTiles <= 4, "four c tiles");
-  const int64_t a_bytes = p.lda * int64_t(sizeof(Pair)), b_bytes = p.ldb * int64_t(sizeof(Pair));
   _tile_zero(0);
   if constexpr (kTiles > 1)
     _tile_zero(1);
@@ -393,6 +420,27 @@ BB_AMX_TARGET void tile_product(const Product& p, int64_t begin, int64_t end, in
     _tile_zero(2);
   if constexpr (kTiles > 3)
     _tile_zero(3);
+}
+
+/// Stores c tile t (t < kTiles) at c + t * step, its rows ldc floats apart.
+template <int kTiles>
+BB_AMX_TARGET void store_c_tiles(float* c, int64_t step, int64_t ldc) {
+  const int64_t bytes = ldc * int64_t(sizeof(float));
+  _tile_stored(0, c, bytes);
+  if constexpr (kTiles > 1)
+    _tile_stored(1, c + step, bytes);
+  if constexpr (kTiles > 2)
+    _tile_stored(2, c + 2 * step, bytes);
+  if constexpr (kTiles > 3)
+    _tile_stored(3, c + 3 * step, bytes);
+}
+
+/// Columns [16 n0, 16 (n0 + kTiles)) of p on AMX tiles (AmxTiles configured), p's range of
+/// pairs in whole tile depths.
+template <int kTiles>
+BB_AMX_TARGET void tile_product(const Product& p, int64_t begin, int64_t end, int64_t n0) {
+  const int64_t a_bytes = p.lda * int64_t(sizeof(Pair)), b_bytes = p.ldb * int64_t(sizeof(Pair));
+  zero_c_tiles<kTiles>();
   for (int64_t k = begin; k < end; k += kAmxDepth / 2) {
     const Pair* b = p.b + k * p.ldb + n0 * kLanes;
     _tile_loadd(4, p.a + k, a_bytes);
@@ -411,15 +459,7 @@ BB_AMX_TARGET void tile_product(const Product& p, int64_t begin, int64_t end, in
       _tile_dpbf16ps(3, 4, 6);
     }
   }
-  const int64_t c_bytes = p.ldc * int64_t(sizeof(float));
-  float* c = p.c + n0 * kLanes;
-  _tile_stored(0, c, c_bytes);
-  if constexpr (kTiles > 1)
-    _tile_stored(1, c + kLanes, c_bytes);
-  if constexpr (kTiles > 2)
-    _tile_stored(2, c + 2 * kLanes, c_bytes);
-  if constexpr (kTiles > 3)
-    _tile_stored(3, c + 3 * kLanes, c_bytes);
+  store_c_tiles<kTiles>(p.c + n0 * kLanes, kLanes, p.ldc);
 }
 
 /// p on AMX tiles, its range of pairs widened to whole tile depths: the operands must be there
@@ -441,6 +481,57 @@ BB_AMX_TARGET void amx_product(const Product& p) {
         break;
       default:
         tile_product<1>(p, begin, end, n);
+    }
+  }
+}
+
+/// Rows [r0, r0 + 16 kTiles) of a single column of kLanes of p on AMX tiles (AmxTiles
+/// configured), the c tiles stacked down the rows and the a tiles loaded alternately into tiles 4
+/// and 6, p's range of pairs in whole tile depths.
+template <int kTiles>
+BB_AMX_TARGET void tile_column(const Product& p, int64_t begin, int64_t end, int64_t r0) {
+  const int64_t a_bytes = p.lda * int64_t(sizeof(Pair)), b_bytes = p.ldb * int64_t(sizeof(Pair));
+  const Pair* a = p.a + r0 * p.lda;
+  const int64_t a_step = kAmxBlockRows * p.lda;  // pairs from one row block of a to the next
+  zero_c_tiles<kTiles>();
+  for (int64_t k = begin; k < end; k += kAmxDepth / 2) {
+    _tile_loadd(5, p.b + k * p.ldb, b_bytes);
+    _tile_loadd(4, a + k, a_bytes);
+    _tile_dpbf16ps(0, 4, 5);
+    if constexpr (kTiles > 1) {
+      _tile_loadd(6, a + a_step + k, a_bytes);
+      _tile_dpbf16ps(1, 6, 5);
+    }
+    if constexpr (kTiles > 2) {
+      _tile_loadd(4, a + 2 * a_step + k, a_bytes);
+      _tile_dpbf16ps(2, 4, 5);
+    }
+    if constexpr (kTiles > 3) {
+      _tile_loadd(6, a + 3 * a_step + k, a_bytes);
+      _tile_dpbf16ps(3, 6, 5);
+    }
+  }
+  store_c_tiles<kTiles>(p.c + r0 * p.ldc, kAmxBlockRows * p.ldc, p.ldc);
+}
+
+/// column_product on AMX tiles, rows a multiple of kAmxBlockRows; the range of pairs widened as
+/// amx_product widens it.
+BB_AMX_TARGET void amx_column_product(const Product& p, int64_t rows) {
+  constexpr int64_t kStep = kAmxDepth / 2;
+  const int64_t begin = p.begin / kStep * kStep, end = round_up(p.end, kStep);
+  for (int64_t r0 = 0; r0 < rows; r0 += 4 * kAmxBlockRows) {
+    switch (std::min<int64_t>((rows - r0) / kAmxBlockRows, 4)) {
+      case 4:
+        tile_column<4>(p, begin, end, r0);
+        break;
+      case 3:
+        tile_column<3>(p, begin, end, r0);
+        break;
+      case 2:
+        tile_column<2>(p, begin, end, r0);
+        break;
+      default:
+        tile_column<1>(p, begin, end, r0);
     }
   }
 }
@@ -536,44 +627,51 @@ BB_BF16_TARGET void softmax_row(float* scores, const float* bias, int64_t n, flo
   }
 }
 
-/// The bf16 values at `at` in the lanes `lanes`, widened to float (exact); zero elsewhere.
-BB_BF16_TARGET __m512 widen(const Bits* at, __mmask16 lanes) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, at)), 16));
+/// The probabilities of two rows at keys [j, j + kLanes) from their pairs of rows p (the first
+/// row's in the low halves), widened to float (exact): p0 in lanes0, p1 in lanes1, zero elsewhere.
+BB_BF16_TARGET void widen_pairs(const Pair* p, int64_t j, __mmask16 lanes0, __mmask16 lanes1,
+                                __m512* p0, __m512* p1) {
+  const __m512i pairs = _mm512_maskz_loadu_epi32(__mmask16(lanes0 | lanes1), p + j);
+  *p0 = _mm512_maskz_mov_ps(lanes0, _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)));
+  *p1 = _mm512_maskz_mov_ps(
+      lanes1, _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(int(0xFFFF0000u)))));
 }
 
-/// One query's score gradients from d probs (`dp`, float) and its probabilities p (bf16, `n`
-/// keys): p * (dp - sum(p * dp)) * scale, rounded to bf16 into ds; ds is zero from n to width.
-BB_BF16_TARGET void softmax_backward_row(const float* dp, const Bits* p, int64_t n, float scale,
-                                         Bits* ds, int64_t width) {
-  __m512 dot = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += kLanes) {
-    const __mmask16 lanes = lanes_below(j, n);
-    dot = _mm512_fmadd_ps(widen(p + j, lanes), _mm512_maskz_loadu_ps(lanes, dp + j), dot);
+/// Two queries' score gradients, rows i and i + 1 of a row block, from their d probs (dp0, dp1,
+/// float) and their probabilities, one pair of rows of the forward's (P[i][j] in the low half of
+/// p[j]), over their first n0 and n1 keys: p * (dp - sum(p * dp)) * scale, rounded to bf16 into
+/// the rows ds0 and ds1 and into the pairs of rows ds_pairs; all three are zero from n to width.
+BB_BF16_TARGET void softmax_backward_pair(const float* dp0, const float* dp1, const Pair* p,
+                                          int64_t n0, int64_t n1, float scale, Bits* ds0, Bits* ds1,
+                                          Pair* ds_pairs, int64_t width) {
+  __m512 dot0 = _mm512_setzero_ps(), dot1 = _mm512_setzero_ps();
+  for (int64_t j = 0; j < std::max(n0, n1); j += kLanes) {
+    const __mmask16 lanes0 = lanes_below(j, n0), lanes1 = lanes_below(j, n1);
+    __m512 p0, p1;
+    widen_pairs(p, j, lanes0, lanes1, &p0, &p1);
+    dot0 = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(lanes0, dp0 + j), dot0);
+    dot1 = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(lanes1, dp1 + j), dot1);
   }
-  const __m512 total = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
+  const __m512 total0 = _mm512_set1_ps(_mm512_reduce_add_ps(dot0));
+  const __m512 total1 = _mm512_set1_ps(_mm512_reduce_add_ps(dot1));
+  const __m512 scales = _mm512_set1_ps(scale);
   for (int64_t j = 0; j < width; j += kLanes) {
-    const __mmask16 lanes = lanes_below(j, n);
-    const __m512 g =
-        _mm512_mul_ps(_mm512_mul_ps(widen(p + j, lanes),
-                                    _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, dp + j), total)),
-                      _mm512_set1_ps(scale));
-    store_bf16(ds + j, _mm512_maskz_mov_ps(lanes, g), __mmask16(0xFFFF));
+    const __mmask16 lanes0 = lanes_below(j, n0), lanes1 = lanes_below(j, n1);
+    __m512 p0, p1;
+    widen_pairs(p, j, lanes0, lanes1, &p0, &p1);
+    const __m512 g0 = _mm512_mul_ps(
+        _mm512_mul_ps(p0, _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes0, dp0 + j), total0)), scales);
+    const __m512 g1 = _mm512_mul_ps(
+        _mm512_mul_ps(p1, _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes1, dp1 + j), total1)), scales);
+    const __m256i bits0 = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_mov_ps(lanes0, g0));
+    const __m256i bits1 = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_mov_ps(lanes1, g1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds0 + j), bits0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds1 + j), bits1);
+    _mm512_storeu_si512(ds_pairs + j,
+                        _mm512_or_si512(_mm512_cvtepu16_epi32(bits0),
+                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits1), 16)));
   }
 }
-
-/// The padded sizes of one head's operands and the rows of a row block. The tile products sum
-/// over whole tile depths of pairs: of keys (S/2) and of stacked queries (G T/2), so those are
-/// padded to kAmxDepth there.
-struct Padded {
-  int64_t queries, keys, dim;  // T to the block, S and D to kLanes; T, S to kAmxDepth on tiles
-  int64_t block;               // kBlockRows, or kAmxBlockRows on tiles
-  explicit Padded(const Shape& s)
-      : queries(round_up(s.queries, s.amx ? kAmxDepth : kBlockRows)),
-        keys(round_up(s.keys, s.amx ? kAmxDepth : kLanes)),
-        dim(round_up(s.head_dim, kLanes)),
-        block(s.amx ? kAmxBlockRows : kBlockRows) {}
-};
 
 /// The keys row block [i0, i0 + pad.block) scores: all, or under a causal mask those up to its
 /// last query, in whole vectors.
@@ -584,14 +682,40 @@ int64_t keys_scored(const Padded& pad, bool causal, int64_t i0) {
 int64_t key_pairs_weighed(const Shape& s, const Padded& pad, bool causal, int64_t i0) {
   return causal ? std::min(pad.keys / 2, (std::min(s.keys, i0 + pad.block) + 1) / 2) : pad.keys / 2;
 }
-/// c (pad.block, keys_scored) = the row block at i0 of a (T, D) operand given as pairs, times
-/// the keys' or values' transposed pairs bt (D/2, S): scores (q k^T) or d probs (dy v^T).
-BB_BF16_TARGET void times_keys(const Pair* a, const Pair* bt, const Shape& s, const Padded& pad,
+/// c (pad.block, keys_scored) = the row block at i0 of a (T, D) operand, times the keys' or
+/// values' transposed pairs bt (D/2, S): scores (q k^T) or d probs (dy v^T).
+BB_BF16_TARGET void times_keys(const Operand& a, const Pair* bt, const Shape& s, const Padded& pad,
                                bool causal, int64_t i0, float* c) {
-  const int64_t half_dim = s.head_dim / 2;
-  product({a + i0 * half_dim, half_dim, bt, pad.keys, 0, half_dim,
+  product({a.data + i0 * a.stride, a.stride, bt, pad.keys, 0, s.head_dim / 2,
            keys_scored(pad, causal, i0) / kLanes, c, pad.keys},
           s);
+}
+
+/// c (rows, kLanes) = a (rows, pairs [begin, end)) b for a single column of kLanes, rows a
+/// multiple of the block rows: p's a and c at row 0, p.vectors 1.
+BB_BF16_TARGET void column_product(const Product& p, int64_t rows, const Shape& s) {
+  if (s.amx) {
+    amx_column_product(p, rows);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows)
+    vector_product(
+        {p.a + r0 * p.lda, p.lda, p.b, p.ldb, p.begin, p.end, 1, p.c + r0 * p.ldc, p.ldc});
+}
+
+/// Rows j0 .. j0 + kLanes (those `to` has) of head (b, h) of `to`, rounded to bf16 from the
+/// columns of c (pad.dim, kLanes): row j0 + n of the head is column n of c. `transposed`
+/// (kLanes, pad.dim) is scratch.
+BB_BF16_TARGET void store_columns(const float* c, const Padded& pad, const Heads& to, int64_t b,
+                                  int64_t h, int64_t j0, float* transposed) {
+  for (int64_t d0 = 0; d0 < pad.dim; d0 += kLanes) {
+    __m512i rows[kLanes];
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kLanes; ++i)
+      rows[i] = _mm512_loadu_si512(c + (d0 + i) * kLanes);
+    kernels::store_transposed_16x16(rows, transposed + d0, pad.dim * int64_t(sizeof(float)));
+  }
+  store_block(transposed, pad.dim, to, b, h, j0, kLanes);
 }
 
 /// The keys query i attends to: a prefix.
@@ -615,18 +739,18 @@ std::vector<float> key_biases(const Bf16AttentionMask& mask, const Shape& s, int
 /// What forward_heads reads and writes, read once from the tensors.
 struct ForwardOperands {
   Heads q, k, v, y;
-  Bits* probs;          // (B, H, T, S), contiguous
+  Pair* probs;          // (B, H, Tp/2, Sp): pairs of rows of the probabilities
   const float* biases;  // key_biases()
   bool causal;
   float scale;
 };
 
 /// Forward of key heads [begin, end) of the B * KV, each with its query heads: for each query row
-/// block the scores, the probabilities (also written to op.probs) and y.
+/// block the scores, the probabilities (also written to op.probs, in pairs of rows) and y.
 BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int64_t begin,
                                   int64_t end) {
   const Padded pad(s);
-  const int64_t half_dim = s.head_dim / 2;
+  const int64_t half_dim = s.head_dim / 2, query_pairs = pad.queries / 2;
   const Scratch<Bits, 0> q_rows_memory(pad.queries * s.head_dim);  // (T, D)
   Bits* q_rows = q_rows_memory.get();
   const Scratch<Pair, 1> k_t_memory(half_dim * pad.keys);  // (D/2, S)
@@ -646,26 +770,29 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
     pair_rows(op.v.head(b, kv), v_pairs, pad.keys, pad.dim);
     const float* bias = op.biases + b * pad.keys;
     for (int64_t h = kv * s.groups(); h < (kv + 1) * s.groups(); ++h) {
-      copy_rows(op.q.head(b, h), q_rows, pad.queries);
-      Bits* probs = op.probs + (b * s.heads + h) * s.queries * s.keys;
+      const Operand q = row_operand(op.q.head(b, h), pad.queries, q_rows);
+      Pair* probs = op.probs + (b * s.heads + h) * query_pairs * pad.keys;  // (Tp/2, Sp)
       for (int64_t i0 = 0; i0 < s.queries; i0 += pad.block) {
-        times_keys(reinterpret_cast<const Pair*>(q_rows), k_t, s, pad, op.causal, i0, scores);
+        times_keys(q, k_t, s, pad, op.causal, i0, scores);
         for (int64_t r = 0; r < pad.block; ++r) {
           const int64_t i = i0 + r;
           Bits* p = p_rows + r * pad.keys;
-          if (i >= s.queries) {
+          if (i >= s.queries)
             std::memset(p, 0, size_t(pad.keys) * sizeof(Bits));
-            continue;
-          }
-          softmax_row(scores + r * pad.keys, bias, keys_of_query(s, op.causal, i), op.scale, p,
-                      pad.keys);
-          std::memcpy(probs + i * s.keys, p, size_t(s.keys) * sizeof(Bits));
+          else
+            softmax_row(scores + r * pad.keys, bias, keys_of_query(s, op.causal, i), op.scale, p,
+                        pad.keys);
         }
+        pair_rows(Rows{p_rows, pad.keys, pad.block, pad.keys}, probs + i0 / 2 * pad.keys, pad.block,
+                  pad.keys);
         product({reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
                  key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
                 s);
         store_block(out, pad.dim, op.y, b, h, i0, pad.block);
       }
+      // Past the last row block, where the tiles pad the queries further: zero.
+      const int64_t written = round_up(s.queries, pad.block) / 2;
+      std::fill(probs + written * pad.keys, probs + query_pairs * pad.keys, Pair(0));
     }
   }
 }
@@ -673,13 +800,25 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
 /// What backward_heads reads and writes, read once from the tensors.
 struct BackwardOperands {
   Heads q, k, v, dy, dq, dk, dv;
-  const Bits* probs;  // (B, H, T, S), contiguous
+  const Pair* probs;  // (B, H, Tp/2, Sp): pairs of rows of the probabilities
   bool causal;
   float scale;
 };
 
-/// Backward of key heads [begin, end) of the B * KV: dq per query head and row block, then dk and
-/// dv over the stacked queries of the key head's query heads.
+/// The pairs of rows of src (T, D), transposed: the A operand of a product by a (T, S) operand
+/// given in pairs of rows. dst[d][t/2] = (src[t][d], src[t+1][d]) for d < pad.dim (zero past D)
+/// and t < pad.queries (zero past T), rows `stride` pairs apart. `pairs` (Tp/2, pad.dim) is
+/// scratch.
+BB_BF16_TARGET void transposed_row_pairs(const Rows& src, const Padded& pad, Pair* pairs, Pair* dst,
+                                         int64_t stride) {
+  pair_rows(src, pairs, pad.queries, pad.dim);
+  transpose(pairs, pad.dim, pad.queries / 2, pad.dim, dst, stride);
+}
+
+/// Backward of key heads [begin, end) of the B * KV: per query head and row block of queries d
+/// probs, d scores and dq, then per column of keys dv^T = dy^T P and dk^T = q^T dS over the
+/// stacked queries of the key head's query heads (P and dS in pairs of rows, the operand layout
+/// of a product that sums over queries: no transpose of either).
 BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, int64_t begin,
                                    int64_t end) {
   const Padded pad(s);
@@ -693,72 +832,69 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
   Pair* v_t = v_t_memory.get();
   const Scratch<Pair, 12> k_pairs_memory(pad.keys / 2 * pad.dim);  // (S/2, D)
   Pair* k_pairs = k_pairs_memory.get();
-  const Scratch<Pair, 13> q_pairs_memory(stacked_pairs * pad.dim);  // (G T/2, D)
-  Pair* q_pairs = q_pairs_memory.get();
-  const Scratch<Pair, 14> dy_pairs_memory(stacked_pairs * pad.dim);  // (G T/2, D)
-  Pair* dy_pairs = dy_pairs_memory.get();
-  const Scratch<Bits, 15> ds_memory(groups * pad.queries * pad.keys);  // (G T, S)
+  const Scratch<Pair, 13> row_pairs_memory(query_pairs * pad.dim);  // (T/2, D)
+  Pair* row_pairs = row_pairs_memory.get();
+  const Scratch<Pair, 14> q_t_memory(pad.dim * stacked_pairs);  // (D, G T/2)
+  Pair* q_t = q_t_memory.get();
+  const Scratch<Pair, 15> dy_t_memory(pad.dim * stacked_pairs);  // (D, G T/2)
+  Pair* dy_t = dy_t_memory.get();
+  const Scratch<Pair, 16> ds_pairs_memory(stacked_pairs * pad.keys);  // (G T/2, S)
+  Pair* ds_pairs = ds_pairs_memory.get();
+  const Scratch<Bits, 17> ds_memory(pad.block * pad.keys);  // a row block's
   Bits* ds = ds_memory.get();
-  const Scratch<Pair, 16> p_t_memory(pad.keys * stacked_pairs);  // (S, G T/2)
-  Pair* p_t = p_t_memory.get();
-  const Scratch<Pair, 17> ds_t_memory(pad.keys * stacked_pairs);  // (S, G T/2)
-  Pair* ds_t = ds_t_memory.get();
-  const Scratch<Pair, 18> scratch_memory(stacked_pairs * pad.keys);  // (G T/2, S)
-  Pair* scratch = scratch_memory.get();
-  const Scratch<float, 19> dp_memory(pad.block * pad.keys);  // a row block's
+  const Scratch<float, 18> dp_memory(pad.block * pad.keys);  // a row block's
   float* dp = dp_memory.get();
-  const Scratch<float, 20> out_memory(pad.block * pad.dim);  // a row block's
+  const Scratch<float, 19> out_memory(std::max(pad.block, kLanes) *
+                                      pad.dim);  // a row block's, or (D, kLanes)
   float* out = out_memory.get();
+  const Scratch<float, 20> columns_memory(kLanes * pad.dim);  // (kLanes, D)
+  float* columns = columns_memory.get();
   const AmxTiles tiles(s.amx);
   for (int64_t bk = begin; bk < end; ++bk) {  // key heads
     const int64_t b = bk / s.key_heads, kv = bk % s.key_heads;
     transpose_row_pairs(op.v.head(b, kv), v_t, pad.keys);
     pair_rows(op.k.head(b, kv), k_pairs, pad.keys, pad.dim);
+    // The probabilities of the key head's query heads, stacked: (G T/2, S) pairs.
+    const Pair* p_stack = op.probs + (b * s.heads + kv * groups) * query_pairs * pad.keys;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t h = kv * groups + g;
-      const Rows p_head{op.probs + (b * s.heads + h) * s.queries * s.keys, s.keys, s.queries,
-                        s.keys};
       const Rows dy_head = op.dy.head(b, h);
-      Bits* ds_head = ds + g * pad.queries * pad.keys;
-      copy_rows(dy_head, dy_rows, pad.queries);
-      pair_rows(op.q.head(b, h), q_pairs + g * query_pairs * pad.dim, pad.queries, pad.dim);
-      pair_rows(dy_head, dy_pairs + g * query_pairs * pad.dim, pad.queries, pad.dim);
-      pair_rows(p_head, scratch + g * query_pairs * pad.keys, pad.queries, pad.keys);
+      const Operand dy = row_operand(dy_head, pad.queries, dy_rows);
+      transposed_row_pairs(op.q.head(b, h), pad, row_pairs, q_t + g * query_pairs, stacked_pairs);
+      transposed_row_pairs(dy_head, pad, row_pairs, dy_t + g * query_pairs, stacked_pairs);
+      const Pair* p_head = p_stack + g * query_pairs * pad.keys;
+      Pair* ds_head = ds_pairs + g * query_pairs * pad.keys;
       // Row blocks of queries: d probs, d scores, then dq.
       for (int64_t i0 = 0; i0 < pad.queries; i0 += pad.block) {
-        times_keys(reinterpret_cast<const Pair*>(dy_rows), v_t, s, pad, op.causal, i0, dp);
-        for (int64_t r = 0; r < pad.block; ++r) {
+        times_keys(dy, v_t, s, pad, op.causal, i0, dp);
+        for (int64_t r = 0; r < pad.block; r += 2) {
           const int64_t i = i0 + r;
-          Bits* ds_row = ds_head + i * pad.keys;
-          if (i < s.queries)
-            softmax_backward_row(dp + r * pad.keys, p_head.row(i), keys_of_query(s, op.causal, i),
-                                 op.scale, ds_row, pad.keys);
-          else
-            std::memset(ds_row, 0, size_t(pad.keys) * sizeof(Bits));
+          const auto keys = [&](int64_t query) {
+            return query < s.queries ? keys_of_query(s, op.causal, query) : 0;
+          };
+          softmax_backward_pair(dp + r * pad.keys, dp + (r + 1) * pad.keys,
+                                p_head + i / 2 * pad.keys, keys(i), keys(i + 1), op.scale,
+                                ds + r * pad.keys, ds + (r + 1) * pad.keys,
+                                ds_head + i / 2 * pad.keys, pad.keys);
         }
-        product(
-            {reinterpret_cast<const Pair*>(ds_head + i0 * pad.keys), pad.keys / 2, k_pairs, pad.dim,
-             0, key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
-            s);
+        product({reinterpret_cast<const Pair*>(ds), pad.keys / 2, k_pairs, pad.dim, 0,
+                 key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
+                s);
         store_block(out, pad.dim, op.dq, b, h, i0, pad.block);
       }
     }
-    // Row blocks of keys: dv = P^T dy and dk = dS^T q over the stacked queries (with one query
+    // Columns of keys: dv^T = dy^T P and dk^T = q^T dS over the stacked queries (with one query
     // head per key head, only over the queries that see the keys).
-    transpose(scratch, pad.keys, stacked_pairs, pad.keys, p_t, stacked_pairs);
-    pair_rows(Rows{ds, pad.keys, groups * pad.queries, pad.keys}, scratch, groups * pad.queries,
-              pad.keys);
-    transpose(scratch, pad.keys, stacked_pairs, pad.keys, ds_t, stacked_pairs);
-    for (int64_t j0 = 0; j0 < s.keys; j0 += pad.block) {
+    for (int64_t j0 = 0; j0 < s.keys; j0 += kLanes) {
       const int64_t first = op.causal && groups == 1 ? j0 / 2 : 0;  // the first query that sees j0
-      product({p_t + j0 * stacked_pairs, stacked_pairs, dy_pairs, pad.dim, first, stacked_pairs,
-               pad.dim / kLanes, out, pad.dim},
-              s);
-      store_block(out, pad.dim, op.dv, b, kv, j0, pad.block);
-      product({ds_t + j0 * stacked_pairs, stacked_pairs, q_pairs, pad.dim, first, stacked_pairs,
-               pad.dim / kLanes, out, pad.dim},
-              s);
-      store_block(out, pad.dim, op.dk, b, kv, j0, pad.block);
+      column_product(
+          {dy_t, stacked_pairs, p_stack + j0, pad.keys, first, stacked_pairs, 1, out, kLanes},
+          pad.dim, s);
+      store_columns(out, pad, op.dv, b, kv, j0, columns);
+      column_product(
+          {q_t, stacked_pairs, ds_pairs + j0, pad.keys, first, stacked_pairs, 1, out, kLanes},
+          pad.dim, s);
+      store_columns(out, pad, op.dk, b, kv, j0, columns);
     }
   }
 }
@@ -770,15 +906,16 @@ BB_BF16_TARGET void backward_heads(const BackwardOperands& op, const Shape& s, i
 Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const Tensor& y) {
   const Shape s = checked_shape(inputs);
   check_operand(y, "y", s.batch, s.heads, s.queries, s.head_dim);
-  Tensor probs = torch::empty({s.batch, s.heads, s.queries, s.keys},
-                              inputs.q.options());  // (B, H, T, S)
+  const Padded pad(s);
+  Tensor probs = torch::empty({s.batch, s.heads, pad.queries / 2, pad.keys, 2},
+                              inputs.q.options());  // (B, H, Tp/2, Sp, 2)
 #if BB_BF16_ATTENTION
-  const std::vector<float> biases = key_biases(inputs.mask, s, Padded(s).keys);
+  const std::vector<float> biases = key_biases(inputs.mask, s, pad.keys);
   const ForwardOperands op{Heads(inputs.q),
                            Heads(inputs.k),
                            Heads(inputs.v),
                            Heads(y),
-                           reinterpret_cast<Bits*>(probs.data_ptr<at::BFloat16>()),
+                           reinterpret_cast<Pair*>(probs.data_ptr<at::BFloat16>()),
                            biases.data(),
                            inputs.mask.causal,
                            float(inputs.scale)};
@@ -788,6 +925,19 @@ Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const Tensor& y
   return probs;
 }
 
+Tensor bf16_attention_probabilities(const Tensor& pairs, int64_t queries, int64_t keys) {
+  BB_CHECK(
+      pairs.dim() == 5 && pairs.size(4) == 2 && 2 * pairs.size(2) >= queries &&
+          pairs.size(3) >= keys,
+      "bf16 attention: the probabilities' pairs of rows must be (B, H, Tp/2, Sp, 2) with Tp >= ",
+      queries, " and Sp >= ", keys, ", got ", pairs.sizes());
+  const int64_t batch = pairs.size(0), heads = pairs.size(1);
+  return pairs.transpose(3, 4)
+      .reshape({batch, heads, 2 * pairs.size(2), pairs.size(3)})
+      .slice(2, 0, queries)
+      .slice(3, 0, keys);  // (B, H, T, S)
+}
+
 void bf16_attention_backward(const Bf16AttentionInputs& inputs, const Tensor& probs,
                              const Tensor& dy, const Bf16AttentionGradients& gradients) {
   const Shape s = checked_shape(inputs);
@@ -795,15 +945,21 @@ void bf16_attention_backward(const Bf16AttentionInputs& inputs, const Tensor& pr
   check_operand(gradients.dq, "dq", s.batch, s.heads, s.queries, s.head_dim);
   check_operand(gradients.dk, "dk", s.batch, s.key_heads, s.keys, s.head_dim);
   check_operand(gradients.dv, "dv", s.batch, s.key_heads, s.keys, s.head_dim);
-  check_operand(probs, "probs", s.batch, s.heads, s.queries, s.keys);
-  BB_CHECK(probs.is_contiguous(),
-           "bf16 attention: probs must be contiguous, as forward returns it");
+  const Padded pad(s);
+  BB_CHECK(
+      probs.defined() && probs.scalar_type() == torch::kBFloat16 && probs.is_contiguous() &&
+          probs.sizes() == torch::IntArrayRef({s.batch, s.heads, pad.queries / 2, pad.keys, 2}),
+      "bf16 attention: probs must be what forward returned, contiguous bfloat16 of shape (",
+      s.batch, ", ", s.heads, ", ", pad.queries / 2, ", ", pad.keys, ", 2), got ",
+      probs.defined() ? cat(probs.toString(), " of shape ", probs.sizes(),
+                            probs.is_contiguous() ? "" : ", not contiguous")
+                      : std::string("an undefined tensor"));
 #if BB_BF16_ATTENTION
   const BackwardOperands op{
       Heads(inputs.q),     Heads(inputs.k),
       Heads(inputs.v),     Heads(dy),
       Heads(gradients.dq), Heads(gradients.dk),
-      Heads(gradients.dv), reinterpret_cast<const Bits*>(probs.data_ptr<at::BFloat16>()),
+      Heads(gradients.dv), reinterpret_cast<const Pair*>(probs.data_ptr<at::BFloat16>()),
       inputs.mask.causal,  float(inputs.scale)};
   at::parallel_for(0, s.batch * s.key_heads, 1,
                    [&](int64_t begin, int64_t end) { backward_heads(op, s, begin, end); });

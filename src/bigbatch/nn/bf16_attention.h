@@ -47,9 +47,17 @@ struct Bf16AttentionInputs {
 };
 
 /// y = softmax(scale q k^T + mask) v, written into `y` (B, H, T, D), bf16, any strides with a
-/// contiguous last dimension. Returns the probabilities (B, H, T, S), bf16, contiguous: what
-/// bf16_attention_backward reads. Runs the heads on LibTorch's OpenMP threads.
+/// contiguous last dimension. Returns the probabilities P in pairs of query rows, what
+/// bf16_attention_backward reads (the operand layout of its products by P): (B, H, Tp/2, Sp, 2)
+/// bf16, contiguous, [b][h][i][j][r] = P[2i + r][j], T and S padded to the kernels' tiles (Tp,
+/// Sp) with zeros. bf16_attention_probabilities() unpacks it. Runs the heads on LibTorch's
+/// OpenMP threads.
 torch::Tensor bf16_attention_forward(const Bf16AttentionInputs& inputs, const torch::Tensor& y);
+
+/// The probabilities (B, H, T, S) of `pairs`, as bf16_attention_forward returned them for
+/// `queries` T and `keys` S: a view.
+torch::Tensor bf16_attention_probabilities(const torch::Tensor& pairs, int64_t queries,
+                                           int64_t keys);
 
 /// Where bf16_attention_backward writes the gradients: (B, H, T, D) for dq, (B, KV, S, D) for dk
 /// and dv (summed over the query heads that share a key head, rounded once), bf16, any strides with
@@ -59,7 +67,7 @@ struct Bf16AttentionGradients {
 };
 
 /// Gradients of bf16_attention_forward for the output gradient dy (B, H, T, D), bf16, any strides
-/// with a contiguous last dimension, and the probabilities it returned.
+/// with a contiguous last dimension, and the probabilities it returned (its pairs of rows).
 void bf16_attention_backward(const Bf16AttentionInputs& inputs, const torch::Tensor& probs,
                              const torch::Tensor& dy, const Bf16AttentionGradients& gradients);
 

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace bigbatch::nn::kernels {
@@ -151,6 +154,40 @@ TEST(LayerNormKernels, ColumnSumsAreFloat64sOfTheWidenedValues) {
   EXPECT_LT(relative_diff(sums, values.to(torch::kFloat64).sum(0)), 1e-6);
 }
 
+TEST(LayerNormKernels, RoundedRowsAreTheBf16CastAndTheirColumnSumsBitwise) {
+  torch::manual_seed(4);
+  // 700 x 256: parallel at two threads, the last chunk of rows short; 5 x 9: on one thread.
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{700, 256}, {5, 9}}) {
+    torch::Tensor values = torch::randn({rows, cols}) * 3.0;
+    values[0][0] = std::numeric_limits<float>::quiet_NaN();
+    values[1][1] = std::numeric_limits<float>::infinity();
+    values[2][2] = 1.0f + std::ldexp(1.0f, -8);  // halfway between two bf16: rounds to even
+    values[3][3] = 3e38f;                        // rounds up to infinity
+    // c10::BFloat16's rounding, value by value (ATen's vectorised cast writes NaN as 0xFFFF, not
+    // c10::BFloat16's 0x7FC0; every other value alike).
+    torch::Tensor expected = torch::empty({rows, cols}, torch::kBFloat16);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      expected.data_ptr<at::BFloat16>()[i] = c10::BFloat16(values.data_ptr<float>()[i]);
+    const torch::Tensor finite = values.isfinite();
+    EXPECT_TRUE(torch::equal(expected.masked_select(finite).to(torch::kFloat),
+                             values.to(torch::kBFloat16).masked_select(finite).to(torch::kFloat)));
+    torch::Tensor expected_sums = torch::empty({cols});
+    bf16_column_sums(expected.data_ptr<at::BFloat16>(), {rows, cols},
+                     expected_sums.data_ptr<float>());
+    torch::Tensor rounded = torch::empty({rows, cols}, torch::kBFloat16);
+    torch::Tensor sums = torch::empty({cols});
+    bf16_rows_and_column_sums(values.data_ptr<float>(), {rows, cols},
+                              rounded.data_ptr<at::BFloat16>(), sums.data_ptr<float>());
+    // Bitwise, NaN included: compare the bits.
+    EXPECT_TRUE(torch::equal(rounded.view(torch::kInt16), expected.view(torch::kInt16))) << rows;
+    EXPECT_TRUE(torch::equal(sums.view(torch::kInt32), expected_sums.view(torch::kInt32))) << rows;
+    torch::Tensor alone = torch::empty({rows, cols}, torch::kBFloat16);
+    bf16_rows_and_column_sums(values.data_ptr<float>(), {rows, cols},
+                              alone.data_ptr<at::BFloat16>(), nullptr);
+    EXPECT_TRUE(torch::equal(alone.view(torch::kInt16), expected.view(torch::kInt16))) << rows;
+  }
+}
+
 TEST(LayerNormKernels, ResultsDoNotDependOnTheThreadCount) {
   const Case c = example(700, 256, 1.0);  // 179K values: parallel at two threads
   const torch::Tensor dy = torch::randn({700, 256}).to(torch::kBFloat16);
@@ -160,8 +197,13 @@ TEST(LayerNormKernels, ResultsDoNotDependOnTheThreadCount) {
     const Grads grads = run_backward(c, forward, dy, residual, {true, true, true});
     torch::Tensor sums = torch::empty({256});
     bf16_column_sums(dy.data_ptr<at::BFloat16>(), {700, 256}, sums.data_ptr<float>());
-    return std::vector<torch::Tensor>{forward.y,      forward.mean, forward.rstd, grads.dx,
-                                      grads.d_weight, grads.d_bias, sums};
+    torch::Tensor rounded = torch::empty({700, 256}, torch::kBFloat16);
+    torch::Tensor rounded_sums = torch::empty({256});
+    bf16_rows_and_column_sums(residual.data_ptr<float>(), {700, 256},
+                              rounded.data_ptr<at::BFloat16>(), rounded_sums.data_ptr<float>());
+    return std::vector<torch::Tensor>{forward.y, forward.mean,   forward.rstd,
+                                      grads.dx,  grads.d_weight, grads.d_bias,
+                                      sums,      rounded,        rounded_sums};
   });
   for (size_t i = 0; i < many.size(); ++i)
     EXPECT_TRUE(torch::equal(many[i], one[i])) << i;

@@ -104,7 +104,6 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const c10::List<Tensor> inputs = kept_inputs(ctx);
     // A frozen parameter gets no gradient computed.
     const auto wanted = [&inputs](Input input) { return inputs.get(input).requires_grad(); };
-    const auto cast = [&attention](const Tensor& t) { return in_dtype(t, attention.compute); };
     const auto saved = [ctx](const char* name) { return take(ctx, name); };
     const Tensor ln1_weight = inputs.get(kLn1Weight), ln1_bias = inputs.get(kLn1Bias);
     const Tensor ln2_weight = inputs.get(kLn2Weight), ln2_bias = inputs.get(kLn2Bias);
@@ -128,10 +127,11 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     // Attention: h = x + softmax(q k^T / sqrt(D) + mask) v W_proj^T + b_proj.
     Tensor d_normed1;  // (N, C), in compute
     {
-      const Tensor dh_c = cast(dh);
+      const auto [dh_c, d_proj_bias] =
+          in_dtype_with_bias_grad(dh, attention.compute, wanted(kProjBias), param);  // (N, C)
       result[kProjWeight] =
           weight_grad(wanted(kProjWeight), dh_c, saved("y"), param, inputs.get(kProjWeight));
-      result[kProjBias] = bias_grad(wanted(kProjBias), dh_c, param);
+      result[kProjBias] = d_proj_bias;
       const Tensor d_qkv = attention_backward(attention, {saved("qkv"), saved("probs")},
                                               gemm(dh_c, saved("proj_w")));  // (N, 3C)
       result[kQkvWeight] =

@@ -177,6 +177,21 @@ Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {
   return in_dtype(grad.sum(0), dtype);
 }
 
+std::pair<Tensor, Tensor> in_dtype_with_bias_grad(const Tensor& grad, torch::ScalarType compute,
+                                                  bool wanted, torch::ScalarType dtype) {
+  if (compute != torch::kBFloat16 || !plain(grad, torch::kFloat) || grad.dim() != 2 ||
+      (wanted && dtype != torch::kFloat)) {
+    const Tensor in_compute = in_dtype(grad, compute);
+    return {in_compute, bias_grad(wanted, in_compute, dtype)};
+  }
+  const Tensor rounded = at::empty(grad.sizes(), grad.options().dtype(compute));      // (N, C)
+  const Tensor sums = wanted ? at::empty({grad.size(1)}, grad.options()) : Tensor();  // (C)
+  kernels::bf16_rows_and_column_sums(grad.data_ptr<float>(), {grad.size(0), grad.size(1)},
+                                     rounded.data_ptr<at::BFloat16>(),
+                                     wanted ? sums.data_ptr<float>() : nullptr);
+  return {rounded, sums};
+}
+
 NormedRows layer_norm_in(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                          torch::ScalarType compute) {
   const int64_t rows = x.size(0), embed = x.size(1);
@@ -342,10 +357,11 @@ Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor
                              torch::ScalarType input_grad) {
   const c10::List<Tensor> inputs = kept_inputs(ctx);
   const auto wanted = [&inputs](int64_t input) { return inputs.get(input).requires_grad(); };
-  const Tensor g = in_dtype(grad, compute);  // (N, C)
+  const auto [g, d_out_bias] =
+      in_dtype_with_bias_grad(grad, compute, wanted(at.out_bias), param);  // (N, C), (C)
   result[at.out_weight] = weight_grad(wanted(at.out_weight), g, take(ctx, kFeedForwardKept), param,
                                       inputs.get(at.out_weight));
-  result[at.out_bias] = bias_grad(wanted(at.out_bias), g, param);
+  result[at.out_bias] = d_out_bias;
   const Tensor d_pre =
       gelu_backward_of(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
   result[at.fc_weight] = weight_grad(wanted(at.fc_weight), d_pre, take(ctx, "ff_input"), param,

@@ -39,6 +39,15 @@ torch::Tensor weight_grad(bool wanted, const torch::Tensor& grad, const torch::T
                           torch::ScalarType dtype, const torch::Tensor& weight = torch::Tensor());
 torch::Tensor bias_grad(bool wanted, const torch::Tensor& grad, torch::ScalarType dtype);
 
+/// A product's output gradient `grad` (N, O) in the product's dtype `compute`, and where `wanted`
+/// the product's bias gradient (O), the column sums of that gradient, in `dtype` (as bias_grad).
+/// One pass (nn/layer_norm_kernels: bf16_rows_and_column_sums) for a contiguous float32 CPU grad
+/// and bf16 `compute` with float32 sums; in_dtype and bias_grad elsewhere. Bitwise the same.
+std::pair<torch::Tensor, torch::Tensor> in_dtype_with_bias_grad(const torch::Tensor& grad,
+                                                                torch::ScalarType compute,
+                                                                bool wanted,
+                                                                torch::ScalarType dtype);
+
 /// A LayerNorm's result in a block's compute dtype and what its backward reads.
 struct NormedRows {
   torch::Tensor normed;      ///< (N, C) in the compute dtype

@@ -156,7 +156,6 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
     const c10::List<Tensor> inputs = kept_inputs(ctx);
     // A frozen parameter gets no gradient computed.
     const auto wanted = [&inputs](Input input) { return inputs.get(input).requires_grad(); };
-    const auto cast = [&attention](const Tensor& t) { return in_dtype(t, attention.compute); };
     const auto saved = [ctx](const char* name) { return take(ctx, name); };
     const torch::ScalarType param = inputs.get(kLn1Weight).scalar_type();
     variable_list result(kInputs + kNonTensorInputs);
@@ -184,10 +183,11 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
     result[kLn1Bias] = d_ln1_bias;
 
     // Attention: s1 = x + softmax(q k^T / sqrt(D) + mask) v W_proj^T + b_proj.
-    const Tensor d_s1_c = cast(d_s1);
+    const auto [d_s1_c, d_proj_bias] =
+        in_dtype_with_bias_grad(d_s1, attention.compute, wanted(kProjBias), param);  // (N, C)
     result[kProjWeight] =
         weight_grad(wanted(kProjWeight), d_s1_c, saved("y"), param, inputs.get(kProjWeight));
-    result[kProjBias] = bias_grad(wanted(kProjBias), d_s1_c, param);
+    result[kProjBias] = d_proj_bias;
     const Tensor slots = saved("slots");
     const Tensor d_qkv =
         from_positions(attention_backward(attention, {saved("qkv"), saved("probs")},

@@ -113,6 +113,32 @@ void column_sums_range(const c10::BFloat16* values, int64_t channels, int64_t be
   }
 }
 
+/// Rows [begin, end) (starting on a chunk boundary) of values rounded to bf16 into out, and each
+/// chunk's float column sums of the rounded values into chunk_sums (chunks, C) unless nullptr.
+BB_VECTOR_CLONES
+void round_rows_range(const float* values, int64_t channels, int64_t begin, int64_t end,
+                      c10::BFloat16* out, float* chunk_sums) {
+  for (int64_t first = begin; first < end; first += kChunkRows) {
+    const int64_t last = std::min(end, first + kChunkRows);
+    float* __restrict sums =
+        chunk_sums != nullptr ? chunk_sums + (first / kChunkRows) * channels : nullptr;
+    if (sums != nullptr)
+      std::fill(sums, sums + channels, 0.0f);
+    for (int64_t r = first; r < last; ++r) {
+      const float* __restrict row = values + r * channels;
+      c10::BFloat16* __restrict rounded = out + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c)
+        store(rounded + c, row[c]);
+      if (sums != nullptr) {
+#pragma omp simd
+        for (int64_t c = 0; c < channels; ++c)
+          sums[c] += widen(rounded[c]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void layer_norm_to_bf16_rows(const LayerNormToBf16Rows& args) {
@@ -144,6 +170,18 @@ void bf16_column_sums(const c10::BFloat16* values, RowShape shape, float* sums) 
     column_sums_range(values, shape.channels, begin, end, chunk_sums.data());
   });
   sum_chunks_in_order(chunk_sums.data(), chunks, shape.channels, sums);
+}
+
+void bf16_rows_and_column_sums(const float* values, RowShape shape, c10::BFloat16* out,
+                               float* sums) {
+  const int64_t chunks = chunk_count(shape.rows);
+  std::vector<float> chunk_sums(sums != nullptr ? size_t(chunks * shape.channels) : 0);
+  float* partial = sums != nullptr ? chunk_sums.data() : nullptr;
+  on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
+    round_rows_range(values, shape.channels, begin, end, out, partial);
+  });
+  if (sums != nullptr)
+    sum_chunks_in_order(partial, chunks, shape.channels, sums);
 }
 
 }  // namespace bigbatch::nn::kernels

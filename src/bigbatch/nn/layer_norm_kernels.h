@@ -2,8 +2,9 @@
 // bias gradients: the LayerNorm of float32 rows rounded once to bfloat16 (what the block's
 // products read; where the composite steps write the float32 result and then cast it), its
 // backward from a bfloat16 gradient with the residual's gradient added (where they cast the
-// gradient to float32, run LayerNorm's backward and add), and the column sums of a bfloat16
-// gradient in float32. One pass over the rows each; nn/fused_block_parts runs them.
+// gradient to float32, run LayerNorm's backward and add), the column sums of a bfloat16
+// gradient in float32, and a float32 gradient rounded to bfloat16 with those sums. One pass over
+// the rows each; nn/fused_block_parts runs them.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -55,5 +56,11 @@ void layer_norm_backward_from_bf16_rows(const LayerNormBackwardFromBf16Rows& arg
 /// sums (C) = the column sums of values (M, C), each bfloat16 widened exactly: in float per chunk
 /// of rows, the chunks in order in double, so the result does not depend on the thread count.
 void bf16_column_sums(const c10::BFloat16* values, RowShape shape, float* sums);
+
+/// out (M, C) = values (M, C) rounded to the nearest even bfloat16 (as c10::BFloat16 rounds), and
+/// sums (C) = the column sums of out, bitwise bf16_column_sums(out) (nullptr: none), in one pass:
+/// a float32 gradient in a product's dtype with the product's bias gradient.
+void bf16_rows_and_column_sums(const float* values, RowShape shape, c10::BFloat16* out,
+                               float* sums);
 
 }  // namespace bigbatch::nn::kernels

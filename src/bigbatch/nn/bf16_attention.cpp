@@ -595,11 +595,11 @@ BB_BF16_TARGET void store_block(const float* in, int64_t in_stride, const Heads&
   }
 }
 
-/// One query's probabilities from its raw scores q.k (`scores`, changed): softmax of
-/// scale * score + bias over the first `n` keys, rounded to bf16 into p; p is zero from n to
-/// width. A query left no key gets NaN.
-BB_BF16_TARGET void softmax_row(float* scores, const float* bias, int64_t n, float scale, Bits* p,
-                                int64_t width) {
+/// One query's softmax numerators from its raw scores q.k (`scores`, changed): exp(scale * score
+/// + bias - max) over the first `n` keys, zero from n to width. Returns 1 / their sum: infinite
+/// for a query left no key, whose probabilities (0 times that) are then NaN.
+BB_BF16_TARGET float softmax_numerators(float* scores, const float* bias, int64_t n, float scale,
+                                        int64_t width) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 max = neg_inf;
   for (int64_t j = 0; j < n; j += kLanes) {
@@ -614,17 +614,39 @@ BB_BF16_TARGET void softmax_row(float* scores, const float* bias, int64_t n, flo
   const __m512 shift =
       _mm512_set1_ps(top == -std::numeric_limits<float>::infinity() ? std::nanf("") : top);
   __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += kLanes) {
+  for (int64_t j = 0; j < n; j += kLanes) {  // past n in the last vector: exp(-inf) = 0
     const __m512 e = exp_vector(_mm512_sub_ps(_mm512_loadu_ps(scores + j), shift));
     _mm512_storeu_ps(scores + j, e);
     sum = _mm512_add_ps(sum, e);
   }
-  const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-  for (int64_t j = 0; j < width; j += kLanes) {
-    const __mmask16 lanes = lanes_below(j, n);
-    const __m512 e = _mm512_maskz_loadu_ps(lanes, scores + j);
-    store_bf16(p + j, _mm512_mul_ps(e, inverse), __mmask16(0xFFFF));
-  }
+  const int64_t written = round_up(n, kLanes);
+  if (written < width)
+    std::fill(scores + written, scores + width, 0.0f);
+  return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+/// Rounds v0 and v1, two rows' values at columns [j, j + kLanes), to bf16 (to nearest even) into
+/// the rows row0 and row1 and into their pairs of rows (row0's in the low halves) at pairs.
+BB_BF16_TARGET void store_row_pair(__m512 v0, __m512 v1, Bits* row0, Bits* row1, Pair* pairs,
+                                   int64_t j) {
+  const __m256i bits0 = (__m256i)_mm512_cvtneps_pbh(v0);
+  const __m256i bits1 = (__m256i)_mm512_cvtneps_pbh(v1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + j), bits0);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row1 + j), bits1);
+  _mm512_storeu_si512(pairs + j,
+                      _mm512_or_si512(_mm512_cvtepu16_epi32(bits0),
+                                      _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits1), 16)));
+}
+
+/// Two queries' probabilities, their numerators e0 and e1 (width each, softmax_numerators) times
+/// inverse0 and inverse1, rounded to bf16 into the rows p0 and p1 and their pairs of rows.
+BB_BF16_TARGET void store_probability_pair(const float* e0, float inverse0, const float* e1,
+                                           float inverse1, Bits* p0, Bits* p1, Pair* pairs,
+                                           int64_t width) {
+  const __m512 scale0 = _mm512_set1_ps(inverse0), scale1 = _mm512_set1_ps(inverse1);
+  for (int64_t j = 0; j < width; j += kLanes)
+    store_row_pair(_mm512_mul_ps(_mm512_loadu_ps(e0 + j), scale0),
+                   _mm512_mul_ps(_mm512_loadu_ps(e1 + j), scale1), p0, p1, pairs, j);
 }
 
 /// The probabilities of two rows at keys [j, j + kLanes) from their pairs of rows p (the first
@@ -663,13 +685,8 @@ BB_BF16_TARGET void softmax_backward_pair(const float* dp0, const float* dp1, co
         _mm512_mul_ps(p0, _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes0, dp0 + j), total0)), scales);
     const __m512 g1 = _mm512_mul_ps(
         _mm512_mul_ps(p1, _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes1, dp1 + j), total1)), scales);
-    const __m256i bits0 = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_mov_ps(lanes0, g0));
-    const __m256i bits1 = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_mov_ps(lanes1, g1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds0 + j), bits0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds1 + j), bits1);
-    _mm512_storeu_si512(ds_pairs + j,
-                        _mm512_or_si512(_mm512_cvtepu16_epi32(bits0),
-                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits1), 16)));
+    store_row_pair(_mm512_maskz_mov_ps(lanes0, g0), _mm512_maskz_mov_ps(lanes1, g1), ds0, ds1,
+                   ds_pairs, j);
   }
 }
 
@@ -763,6 +780,7 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
   Bits* p_rows = p_rows_memory.get();
   const Scratch<float, 5> out_memory(pad.block * pad.dim);  // a row block's
   float* out = out_memory.get();
+  float inverses[kAmxBlockRows];  // a row block's 1 / softmax denominators
   const AmxTiles tiles(s.amx);
   for (int64_t bk = begin; bk < end; ++bk) {  // key heads; each serves `groups` query heads
     const int64_t b = bk / s.key_heads, kv = bk % s.key_heads;
@@ -776,15 +794,20 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
         times_keys(q, k_t, s, pad, op.causal, i0, scores);
         for (int64_t r = 0; r < pad.block; ++r) {
           const int64_t i = i0 + r;
-          Bits* p = p_rows + r * pad.keys;
-          if (i >= s.queries)
-            std::memset(p, 0, size_t(pad.keys) * sizeof(Bits));
-          else
-            softmax_row(scores + r * pad.keys, bias, keys_of_query(s, op.causal, i), op.scale, p,
-                        pad.keys);
+          float* e = scores + r * pad.keys;
+          if (i < s.queries) {
+            inverses[r] =
+                softmax_numerators(e, bias, keys_of_query(s, op.causal, i), op.scale, pad.keys);
+          } else {  // a padding row: zero
+            std::fill(e, e + pad.keys, 0.0f);
+            inverses[r] = 0.0f;
+          }
         }
-        pair_rows(Rows{p_rows, pad.keys, pad.block, pad.keys}, probs + i0 / 2 * pad.keys, pad.block,
-                  pad.keys);
+        for (int64_t r = 0; r < pad.block; r += 2)
+          store_probability_pair(scores + r * pad.keys, inverses[r], scores + (r + 1) * pad.keys,
+                                 inverses[r + 1], p_rows + r * pad.keys,
+                                 p_rows + (r + 1) * pad.keys, probs + (i0 + r) / 2 * pad.keys,
+                                 pad.keys);
         product({reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
                  key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
                 s);

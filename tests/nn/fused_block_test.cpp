@@ -170,8 +170,9 @@ TEST(FusedBlock, RoundsLikeAutocastUnderBf16) {
 
 TEST(FusedBlock, LargeWeightGradientsRoundLikeAutocastUnderBf16) {
   // 1,024 rows of width 256: the weight-gradient products of qkv, fc and the output projection
-  // are large enough to run from transposed copies on a CPU with AMX (grad^T for the output
-  // projection, input^T and the result transposed back for qkv and fc); proj's is not.
+  // are large enough to run from transposed operands on a CPU with AMX (a copy of grad^T for the
+  // output projection; for qkv and fc input^T, which the LayerNorms write in passing, and the
+  // result transposed back); proj's is not.
   const ScopedBf16Matmul native(Bf16Matmul::kNative);
   const Sizes sizes{/*batch=*/8, /*time=*/128, /*embed=*/256, /*heads=*/4};
   const AttentionMask causal{/*causal=*/true, {}};

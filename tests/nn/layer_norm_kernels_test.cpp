@@ -37,7 +37,8 @@ struct Normed {
   torch::Tensor y, mean, rstd;  // (M, C) bf16, (M) float32 each
 };
 
-Normed run_forward(const Case& c, float eps) {
+/// The forward's result y, and y^T where `transposed` is given (C, M).
+Normed run_forward(const Case& c, float eps, torch::Tensor* transposed = nullptr) {
   const int64_t rows = c.x.size(0), channels = c.x.size(1);
   Normed out{torch::empty({rows, channels}, torch::kBFloat16), torch::empty({rows}),
              torch::empty({rows})};
@@ -46,6 +47,10 @@ Normed run_forward(const Case& c, float eps) {
   args.weight = c.weight.data_ptr<float>();
   args.bias = c.bias.data_ptr<float>();
   args.output = out.y.data_ptr<at::BFloat16>();
+  if (transposed != nullptr) {
+    *transposed = torch::full({channels, rows}, 7.0, torch::kBFloat16);
+    args.output_transposed = transposed->data_ptr<at::BFloat16>();
+  }
   args.mean = out.mean.data_ptr<float>();
   args.rstd = out.rstd.data_ptr<float>();
   args.shape = {rows, channels};
@@ -152,6 +157,19 @@ TEST(LayerNormKernels, ColumnSumsAreFloat64sOfTheWidenedValues) {
   torch::Tensor sums = torch::empty({70});
   bf16_column_sums(values.data_ptr<at::BFloat16>(), {300, 70}, sums.data_ptr<float>());
   EXPECT_LT(relative_diff(sums, values.to(torch::kFloat64).sum(0)), 1e-6);
+}
+
+TEST(LayerNormKernels, TheTransposedOutputIsTheOutputTransposedBitwise) {
+  // 700 rows: two threads, chunks of 64 and a short last one; widths with and without a tail of
+  // the transpose's 16-value blocks.
+  for (const int64_t channels : {int64_t(64), int64_t(70)}) {
+    const Case c = example(700, channels, 1.0);
+    torch::Tensor transposed;
+    const Normed with = run_forward(c, 1e-5f, &transposed);
+    const Normed without = run_forward(c, 1e-5f);
+    EXPECT_TRUE(torch::equal(with.y, without.y)) << channels;
+    EXPECT_TRUE(torch::equal(transposed, with.y.t())) << channels;
+  }
 }
 
 TEST(LayerNormKernels, RoundedRowsAreTheBf16CastAndTheirColumnSumsBitwise) {

@@ -56,7 +56,11 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const int64_t batch = x.size(0), time = x.size(1), embed = x.size(2);
 
     const Tensor x2 = x.reshape({batch * time, embed});  // (N, C), N = B*T
-    const NormedRows ln1 = layer_norm_in(x2, ln1_weight, ln1_bias, eps, compute);
+    // The LayerNorms also write their result transposed where the weight gradients of the qkv
+    // and fc products read it so (transposed_input_pays): no copy in backward.
+    const int64_t rows = batch * time;
+    const NormedRows ln1 = layer_norm_in(x2, ln1_weight, ln1_bias, eps, compute,
+                                         transposed_input_pays(rows, 3 * embed, embed));
     const Tensor& a = ln1.normed;  // (N, C), in compute
     const Tensor qkv_w = weight_in_dtype(qkv_weight, compute),
                  proj_w = weight_in_dtype(proj_weight, compute);
@@ -67,9 +71,10 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const Tensor y = attention_forward(attention, qkv, attended);  // (N, C)
     const Tensor h = add_residual(
         x2, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
-    const NormedRows ln2 = layer_norm_in(h, ln2_weight, ln2_bias, eps, compute);
+    const NormedRows ln2 = layer_norm_in(h, ln2_weight, ln2_bias, eps, compute,
+                                         transposed_input_pays(rows, fc_weight.size(0), embed));
     const Tensor out = feed_forward(ctx, ln2.normed, h, fc_weight, fc_bias, out_weight, out_bias,
-                                    compute);  // (N, C), float32
+                                    compute, ln2.for_weight_grad());  // (N, C), float32
 
     // Kept in saved_data rather than save_for_backward, so that backward lets go of each
     // activation once it is used, as autograd does between the composite block's nodes (saved
@@ -78,7 +83,7 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     const std::pair<const char*, Tensor> saved[] = {{"x", x2},
                                                     {"mean1", ln1.mean},
                                                     {"rstd1", ln1.rstd},
-                                                    {"a", a},
+                                                    {"a", ln1.for_weight_grad()},
                                                     {"qkv", attended.input},
                                                     {"probs", attended.probs},
                                                     {"y", y},
@@ -118,8 +123,8 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
                                              attention.compute);  // (N, C)
     // Through ln2, then the residual added: (N, C), float32.
     const auto [dh, d_ln2_weight, d_ln2_bias] = layer_norm_backward_in(
-        d_normed2, saved("h"), {Tensor(), saved("mean2"), saved("rstd2")}, ln2_weight, ln2_bias,
-        {true, wanted(kLn2Weight), wanted(kLn2Bias)}, g);
+        d_normed2, saved("h"), {Tensor(), saved("mean2"), saved("rstd2"), Tensor()}, ln2_weight,
+        ln2_bias, {true, wanted(kLn2Weight), wanted(kLn2Bias)}, g);
     d_normed2.reset();
     result[kLn2Weight] = d_ln2_weight;
     result[kLn2Bias] = d_ln2_bias;
@@ -141,8 +146,8 @@ struct FusedPreLnBlock : torch::autograd::Function<FusedPreLnBlock> {
     }
     // Through ln1, then the residual added.
     const auto [dx, d_ln1_weight, d_ln1_bias] = layer_norm_backward_in(
-        d_normed1, saved("x"), {Tensor(), saved("mean1"), saved("rstd1")}, ln1_weight, ln1_bias,
-        {wanted(kX), wanted(kLn1Weight), wanted(kLn1Bias)}, dh);
+        d_normed1, saved("x"), {Tensor(), saved("mean1"), saved("rstd1"), Tensor()}, ln1_weight,
+        ln1_bias, {wanted(kX), wanted(kLn1Weight), wanted(kLn1Bias)}, dh);
     if (dx.defined())
       result[kX] = dx.view(grads[0].sizes());
     result[kLn1Weight] = d_ln1_weight;

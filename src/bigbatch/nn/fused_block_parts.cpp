@@ -69,19 +69,31 @@ constexpr int64_t kCopyWorthMultiplyAdds = int64_t(1) << 27;
 /// products: grad^T is copied where I >= 2 O (a feed-forward network's output projection),
 /// input^T where O >= 2 I (its first projection, the qkv product), the result (I, O) then
 /// transposed back (docs/BENCHMARKS.md). The transposed view everywhere else.
+/// Where input^T already lies row-major (input a transposed view of a contiguous (I, N) tensor,
+/// as NormedRows::for_weight_grad() gives it), that is taken instead of a copy.
 Tensor weight_product(const Tensor& grad, const Tensor& input) {
   static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
+  const bool input_transposed = input.dim() == 2 && plain(input.t(), torch::kBFloat16);
   if (amx && grad.dim() == 2 && input.dim() == 2 && plain(grad, torch::kBFloat16) &&
-      plain(input, torch::kBFloat16) &&
+      (plain(input, torch::kBFloat16) || input_transposed) &&
       grad.size(0) * grad.size(1) * input.size(1) >= kCopyWorthMultiplyAdds) {
     const int64_t outputs = grad.size(1), inputs = input.size(1);
-    if (inputs >= 2 * outputs)
+    if (inputs >= 2 * outputs && !input_transposed)
       return gemm(transposed_copy(grad), input);
     if (outputs >= 2 * inputs)
-      return transposed_copy(gemm(transposed_copy(input), grad));
+      return transposed_copy(gemm(input_transposed ? input.t() : transposed_copy(input), grad));
   }
   return gemm(grad.t(), input);
 }
+
+}  // namespace
+
+bool transposed_input_pays(int64_t rows, int64_t outputs, int64_t inputs) {
+  static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
+  return amx && rows * outputs * inputs >= kCopyWorthMultiplyAdds && outputs >= 2 * inputs;
+}
+
+namespace {
 
 /// GELU of a feed-forward network's pre-activation (N, I): the bf16 kernels for contiguous bf16
 /// CPU values, at::gelu elsewhere.
@@ -193,7 +205,7 @@ std::pair<Tensor, Tensor> in_dtype_with_bias_grad(const Tensor& grad, torch::Sca
 }
 
 NormedRows layer_norm_in(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                         torch::ScalarType compute) {
+                         torch::ScalarType compute, bool transposed) {
   const int64_t rows = x.size(0), embed = x.size(1);
   if (!layer_norm_on_kernels(x, weight, bias, compute)) {
     NormedRows out;
@@ -203,12 +215,16 @@ NormedRows layer_norm_in(const Tensor& x, const Tensor& weight, const Tensor& bi
   }
   const auto options = x.options();
   NormedRows out{at::empty({rows, embed}, options.dtype(compute)), at::empty({rows, 1}, options),
-                 at::empty({rows, 1}, options)};
+                 at::empty({rows, 1}, options), Tensor()};
   kernels::LayerNormToBf16Rows args;
   args.input = x.data_ptr<float>();
   args.weight = weight.data_ptr<float>();
   args.bias = bias.data_ptr<float>();
   args.output = out.normed.data_ptr<at::BFloat16>();
+  if (transposed) {
+    out.transposed = at::empty({embed, rows}, options.dtype(compute));  // (C, N)
+    args.output_transposed = out.transposed.data_ptr<at::BFloat16>();
+  }
   args.mean = out.mean.data_ptr<float>();
   args.rstd = out.rstd.data_ptr<float>();
   args.shape = {rows, embed};
@@ -335,16 +351,18 @@ Tensor attention_backward(const BlockAttention& attention, AttentionSaved saved,
 
 Tensor feed_forward(torch::autograd::AutogradContext* ctx, const Tensor& input,
                     const Tensor& residual, const Tensor& fc_weight, const Tensor& fc_bias,
-                    const Tensor& out_weight, const Tensor& out_bias, torch::ScalarType compute) {
+                    const Tensor& out_weight, const Tensor& out_bias, torch::ScalarType compute,
+                    const Tensor& kept_input) {
   const Tensor fc_w = weight_in_dtype(fc_weight, compute),
                out_w = weight_in_dtype(out_weight, compute);
   const Tensor pre = gemm_bias(weight_in_dtype(fc_bias, compute), input, fc_w.t());  // (N, I)
   const Tensor f = gelu_of(pre);                                                     // (N, I)
-  const std::pair<const char*, Tensor> kept[] = {{"ff_input", input},
-                                                 {"ff_pre", pre},
-                                                 {"ff_fc_w", fc_w},
-                                                 {"ff_out_w", out_w},
-                                                 {kFeedForwardKept, f}};
+  const std::pair<const char*, Tensor> kept[] = {
+      {"ff_input", kept_input.defined() ? kept_input : input},
+      {"ff_pre", pre},
+      {"ff_fc_w", fc_w},
+      {"ff_out_w", out_w},
+      {kFeedForwardKept, f}};
   for (const auto& [name, tensor] : kept)
     ctx->saved_data[name] = tensor;
   return add_residual(residual,

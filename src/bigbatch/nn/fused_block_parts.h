@@ -48,17 +48,31 @@ std::pair<torch::Tensor, torch::Tensor> in_dtype_with_bias_grad(const torch::Ten
                                                                 bool wanted,
                                                                 torch::ScalarType dtype);
 
+/// Whether a weight gradient grad^T input, grad (`rows`, `outputs`) and input (`rows`, `inputs`)
+/// in bf16, multiplies a row-major input^T (I, N): on a CPU with AMX, for products of at least
+/// 2^27 multiply-adds whose outputs are at least twice the inputs (a qkv or a feed-forward
+/// network's first product). weight_grad then takes input^T where it is given as a transposed
+/// view of it (input = t.t() for a contiguous t (I, N)) and makes the copy otherwise.
+bool transposed_input_pays(int64_t rows, int64_t outputs, int64_t inputs);
+
 /// A LayerNorm's result in a block's compute dtype and what its backward reads.
 struct NormedRows {
   torch::Tensor normed;      ///< (N, C) in the compute dtype
   torch::Tensor mean, rstd;  ///< (N, 1) float32 each
+  /// normed^T (C, N), row-major, where layer_norm_in was asked for it and ran on the row
+  /// kernels; undefined otherwise.
+  torch::Tensor transposed;
+  /// normed as a weight gradient reads it: transposed.t() (a view) where defined, else normed.
+  torch::Tensor for_weight_grad() const { return transposed.defined() ? transposed.t() : normed; }
 };
 
 /// The LayerNorm of the float32 rows x (N, C) with weight and bias (C), in `compute`: for bf16 on
 /// the row kernels (nn/layer_norm_kernels.h: one pass, rounded once) where x, weight and bias
-/// are contiguous float32 CPU tensors, else at::native_layer_norm and a cast.
+/// are contiguous float32 CPU tensors, else at::native_layer_norm and a cast. With `transposed`
+/// the row kernels also write normed^T (NormedRows::transposed).
 NormedRows layer_norm_in(const torch::Tensor& x, const torch::Tensor& weight,
-                         const torch::Tensor& bias, double eps, torch::ScalarType compute);
+                         const torch::Tensor& bias, double eps, torch::ScalarType compute,
+                         bool transposed = false);
 
 /// The LayerNorm's backward for the gradient `d_normed` (N, C) of layer_norm_in's result, in the
 /// compute dtype or float32, with the residual's gradient (N, C, float32; undefined: none) added
@@ -120,11 +134,13 @@ torch::Tensor attention_backward(const BlockAttention& attention, AttentionSaved
 /// A block's feed-forward network, residual + gelu(input W_fc^T + b_fc) W_out^T + b_out, in
 /// `compute` (the weights and biases cast to it, the result added to the float32 residual):
 /// input (N, C) in `compute`, residual (N, C) -> (N, C). Keeps what feed_forward_backward reads
-/// in `ctx` (kFeedForwardKept among it).
+/// in `ctx` (kFeedForwardKept among it); of the input, `kept_input` where given (the same values
+/// as weight_grad reads them: NormedRows::for_weight_grad()).
 torch::Tensor feed_forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input,
                            const torch::Tensor& residual, const torch::Tensor& fc_weight,
                            const torch::Tensor& fc_bias, const torch::Tensor& out_weight,
-                           const torch::Tensor& out_bias, torch::ScalarType compute);
+                           const torch::Tensor& out_bias, torch::ScalarType compute,
+                           const torch::Tensor& kept_input = torch::Tensor());
 /// A name feed_forward keeps in `ctx` and feed_forward_backward takes (check_first_backward).
 constexpr const char* kFeedForwardKept = "ff_f";
 

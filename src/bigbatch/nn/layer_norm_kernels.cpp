@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bigbatch/nn/row_parts_omp.h"
+#include "bigbatch/nn/transpose_kernels.h"
 
 namespace bigbatch::nn::kernels {
 namespace {
@@ -142,8 +143,20 @@ void round_rows_range(const float* values, int64_t channels, int64_t begin, int6
 }  // namespace
 
 void layer_norm_to_bf16_rows(const LayerNormToBf16Rows& args) {
-  on_row_parts(args.shape,
-               [&](int64_t, int64_t begin, int64_t end) { layer_norm_range(args, begin, end); });
+  if (args.output_transposed == nullptr) {
+    on_row_parts(args.shape,
+                 [&](int64_t, int64_t begin, int64_t end) { layer_norm_range(args, begin, end); });
+    return;
+  }
+  const int64_t rows = args.shape.rows, channels = args.shape.channels;
+  on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += kChunkRows) {
+      const int64_t last = std::min(end, first + kChunkRows);
+      layer_norm_range(args, first, last);
+      transpose_bf16({args.output + first * channels, last - first, channels, channels},
+                     args.output_transposed + first, rows);
+    }
+  });
 }
 
 void layer_norm_backward_from_bf16_rows(const LayerNormBackwardFromBf16Rows& args) {

@@ -23,8 +23,11 @@ struct LayerNormToBf16Rows {
   const float* weight = nullptr;    ///< (C)
   const float* bias = nullptr;      ///< (C)
   c10::BFloat16* output = nullptr;  ///< y (M, C)
-  float* mean = nullptr;            ///< (M), kept for backward
-  float* rstd = nullptr;            ///< (M), kept for backward
+  /// y^T (C, M), row-major, or nullptr for none: written chunk by chunk of rows while they are
+  /// in cache (kernels::transpose_bf16), the layout a weight gradient's product reads fastest.
+  c10::BFloat16* output_transposed = nullptr;
+  float* mean = nullptr;  ///< (M), kept for backward
+  float* rstd = nullptr;  ///< (M), kept for backward
   RowShape shape;
   float eps = 1e-5f;
 };

@@ -596,10 +596,10 @@ BB_BF16_TARGET void store_block(const float* in, int64_t in_stride, const Heads&
 }
 
 /// One query's softmax numerators from its raw scores q.k (`scores`, changed): exp(scale * score
-/// + bias - max) over the first `n` keys, zero from n to width. Returns 1 / their sum: infinite
-/// for a query left no key, whose probabilities (0 times that) are then NaN.
-BB_BF16_TARGET float softmax_numerators(float* scores, const float* bias, int64_t n, float scale,
-                                        int64_t width) {
+/// + bias - max) over the first `n` keys (past them, up to the next whole vector, zero; further,
+/// whatever was there). Returns 1 / their sum: infinite for a query left no key, whose
+/// probabilities (0 times that) are then NaN.
+BB_BF16_TARGET float softmax_numerators(float* scores, const float* bias, int64_t n, float scale) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 max = neg_inf;
   for (int64_t j = 0; j < n; j += kLanes) {
@@ -619,9 +619,6 @@ BB_BF16_TARGET float softmax_numerators(float* scores, const float* bias, int64_
     _mm512_storeu_ps(scores + j, e);
     sum = _mm512_add_ps(sum, e);
   }
-  const int64_t written = round_up(n, kLanes);
-  if (written < width)
-    std::fill(scores + written, scores + width, 0.0f);
   return 1.0f / _mm512_reduce_add_ps(sum);
 }
 
@@ -638,15 +635,29 @@ BB_BF16_TARGET void store_row_pair(__m512 v0, __m512 v1, Bits* row0, Bits* row1,
                                       _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits1), 16)));
 }
 
-/// Two queries' probabilities, their numerators e0 and e1 (width each, softmax_numerators) times
-/// inverse0 and inverse1, rounded to bf16 into the rows p0 and p1 and their pairs of rows.
-BB_BF16_TARGET void store_probability_pair(const float* e0, float inverse0, const float* e1,
-                                           float inverse1, Bits* p0, Bits* p1, Pair* pairs,
-                                           int64_t width) {
+/// Zeroes two rows and their pairs of rows at columns [from, width), from a whole vector.
+BB_BF16_TARGET void zero_row_pair(Bits* row0, Bits* row1, Pair* pairs, int64_t from,
+                                  int64_t width) {
+  for (int64_t j = from; j < width; j += kLanes) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + j), _mm256_setzero_si256());
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row1 + j), _mm256_setzero_si256());
+    _mm512_storeu_si512(pairs + j, _mm512_setzero_si512());
+  }
+}
+
+/// Two queries' probabilities, their numerators e0 and e1 over their first n0 and n1 keys
+/// (softmax_numerators) times inverse0 and inverse1, rounded to bf16 into the rows p0 and p1 and
+/// their pairs of rows; all three zero from there to width.
+BB_BF16_TARGET void store_probability_pair(const float* e0, float inverse0, int64_t n0,
+                                           const float* e1, float inverse1, int64_t n1, Bits* p0,
+                                           Bits* p1, Pair* pairs, int64_t width) {
   const __m512 scale0 = _mm512_set1_ps(inverse0), scale1 = _mm512_set1_ps(inverse1);
-  for (int64_t j = 0; j < width; j += kLanes)
-    store_row_pair(_mm512_mul_ps(_mm512_loadu_ps(e0 + j), scale0),
-                   _mm512_mul_ps(_mm512_loadu_ps(e1 + j), scale1), p0, p1, pairs, j);
+  const int64_t n = std::max(n0, n1);
+  for (int64_t j = 0; j < n; j += kLanes)
+    store_row_pair(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes_below(j, n0), e0 + j), scale0),
+                   _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes_below(j, n1), e1 + j), scale1), p0, p1,
+                   pairs, j);
+  zero_row_pair(p0, p1, pairs, round_up(n, kLanes), width);
 }
 
 /// The probabilities of two rows at keys [j, j + kLanes) from their pairs of rows p (the first
@@ -677,7 +688,8 @@ BB_BF16_TARGET void softmax_backward_pair(const float* dp0, const float* dp1, co
   const __m512 total0 = _mm512_set1_ps(_mm512_reduce_add_ps(dot0));
   const __m512 total1 = _mm512_set1_ps(_mm512_reduce_add_ps(dot1));
   const __m512 scales = _mm512_set1_ps(scale);
-  for (int64_t j = 0; j < width; j += kLanes) {
+  const int64_t n = std::max(n0, n1);
+  for (int64_t j = 0; j < n; j += kLanes) {
     const __mmask16 lanes0 = lanes_below(j, n0), lanes1 = lanes_below(j, n1);
     __m512 p0, p1;
     widen_pairs(p, j, lanes0, lanes1, &p0, &p1);
@@ -688,6 +700,7 @@ BB_BF16_TARGET void softmax_backward_pair(const float* dp0, const float* dp1, co
     store_row_pair(_mm512_maskz_mov_ps(lanes0, g0), _mm512_maskz_mov_ps(lanes1, g1), ds0, ds1,
                    ds_pairs, j);
   }
+  zero_row_pair(ds0, ds1, ds_pairs, round_up(n, kLanes), width);
 }
 
 /// The keys row block [i0, i0 + pad.block) scores: all, or under a causal mask those up to its
@@ -781,6 +794,7 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
   const Scratch<float, 5> out_memory(pad.block * pad.dim);  // a row block's
   float* out = out_memory.get();
   float inverses[kAmxBlockRows];  // a row block's 1 / softmax denominators
+  int64_t keys[kAmxBlockRows];    // and the keys each of its queries attends to
   const AmxTiles tiles(s.amx);
   for (int64_t bk = begin; bk < end; ++bk) {  // key heads; each serves `groups` query heads
     const int64_t b = bk / s.key_heads, kv = bk % s.key_heads;
@@ -792,22 +806,18 @@ BB_BF16_TARGET void forward_heads(const ForwardOperands& op, const Shape& s, int
       Pair* probs = op.probs + (b * s.heads + h) * query_pairs * pad.keys;  // (Tp/2, Sp)
       for (int64_t i0 = 0; i0 < s.queries; i0 += pad.block) {
         times_keys(q, k_t, s, pad, op.causal, i0, scores);
-        for (int64_t r = 0; r < pad.block; ++r) {
+        for (int64_t r = 0; r < pad.block; ++r) {  // a padding row has no key: zero
           const int64_t i = i0 + r;
-          float* e = scores + r * pad.keys;
-          if (i < s.queries) {
-            inverses[r] =
-                softmax_numerators(e, bias, keys_of_query(s, op.causal, i), op.scale, pad.keys);
-          } else {  // a padding row: zero
-            std::fill(e, e + pad.keys, 0.0f);
-            inverses[r] = 0.0f;
-          }
+          keys[r] = i < s.queries ? keys_of_query(s, op.causal, i) : 0;
+          inverses[r] = keys[r] > 0
+                            ? softmax_numerators(scores + r * pad.keys, bias, keys[r], op.scale)
+                            : 0.0f;
         }
         for (int64_t r = 0; r < pad.block; r += 2)
-          store_probability_pair(scores + r * pad.keys, inverses[r], scores + (r + 1) * pad.keys,
-                                 inverses[r + 1], p_rows + r * pad.keys,
-                                 p_rows + (r + 1) * pad.keys, probs + (i0 + r) / 2 * pad.keys,
-                                 pad.keys);
+          store_probability_pair(scores + r * pad.keys, inverses[r], keys[r],
+                                 scores + (r + 1) * pad.keys, inverses[r + 1], keys[r + 1],
+                                 p_rows + r * pad.keys, p_rows + (r + 1) * pad.keys,
+                                 probs + (i0 + r) / 2 * pad.keys, pad.keys);
         product({reinterpret_cast<const Pair*>(p_rows), pad.keys / 2, v_pairs, pad.dim, 0,
                  key_pairs_weighed(s, pad, op.causal, i0), pad.dim / kLanes, out, pad.dim},
                 s);

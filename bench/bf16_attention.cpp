@@ -3,7 +3,9 @@
 // their products on vdpbf16ps and, where the CPU has AMX, on tiles,
 // against the composite (the head-major copy, baddbmm with the mask, softmax, bmm, and their
 // backward with the copies back), alternating call by call so that the machine's drift falls on
-// both. Default shape: bench/compare's GPT (8 x 64 tokens, 4 heads of 32).
+// both (each side then starts from caches the other filled); then the kernels alone, call after
+// call into the same outputs, forward and backward timed apart. Default shape: bench/compare's
+// GPT (8 x 64 tokens, 4 heads of 32).
 //   cmake --build build --target bigbatch_bench_bf16_attention
 //   build/bigbatch_bench_bf16_attention [reps] [batch time heads head_dim]
 #include <torch/torch.h>
@@ -115,5 +117,24 @@ int main(int argc, char** argv) {
                                                : "this CPU has no amx_bf16");
   std::printf("composite              %8.3f ms (%6.1f GFLOP/s)\n", median(composite_ms),
               flops / median(composite_ms) / 1e6);
+
+  // The kernels alone (on tiles where they run there), one call after another into the same y
+  // and d qkv, as a training step calls them between its products.
+  bigbatch::nn::Bf16AttentionInputs in{
+      columns(qkv, 0), columns(qkv, 1), columns(qkv, 2), {true, {}}, scale};
+  in.use_amx = amx;
+  const Tensor y = torch::empty({rows, embed}, bf16), d_qkv = torch::empty({rows, 3 * embed}, bf16);
+  Tensor probs;
+  std::vector<double> forward_ms, backward_ms;
+  for (int rep = 0; rep < reps; ++rep) {
+    forward_ms.push_back(
+        time_ms([&] { probs = bigbatch::nn::bf16_attention_forward(in, by_head(y)); }));
+    backward_ms.push_back(time_ms([&] {
+      bigbatch::nn::bf16_attention_backward(
+          in, probs, by_head(d_out), {columns(d_qkv, 0), columns(d_qkv, 1), columns(d_qkv, 2)});
+    }));
+  }
+  std::printf("kernels alone (%s): forward %.3f ms, backward %.3f ms\n",
+              amx ? "AMX tiles" : "vdpbf16ps", median(forward_ms), median(backward_ms));
   return 0;
 }

@@ -9,7 +9,9 @@
 // and read and write q, k, v and their gradients where they lie (the columns of a fused qkv
 // product). Scores and probabilities stay float32 until the probabilities are rounded once to
 // bf16 (the values the products and backward read); every product accumulates in float32 and is
-// rounded to bf16 once. Measured in docs/BENCHMARKS.md.
+// rounded to bf16 once. The probabilities are kept in pairs of query rows, the layout in which
+// the backward's products over the queries (dv^T = dy^T P, dk^T = q^T dS) read them without a
+// transpose. Measured in docs/BENCHMARKS.md.
 #pragma once
 
 #include <torch/torch.h>

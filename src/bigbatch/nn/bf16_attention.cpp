@@ -596,9 +596,9 @@ BB_BF16_TARGET void store_block(const float* in, int64_t in_stride, const Heads&
 }
 
 /// One query's softmax numerators from its raw scores q.k (`scores`, changed): exp(scale * score
-/// + bias - max) over the first `n` keys (past them, up to the next whole vector, zero; further,
-/// whatever was there). Returns 1 / their sum: infinite for a query left no key, whose
-/// probabilities (0 times that) are then NaN.
+/// + bias - max) over its first `n` keys, n > 0 (past them, up to the next whole vector, zero;
+/// further, whatever was there). Returns 1 / their sum. A query whose n keys are all masked (a
+/// bias of -inf each) has no max: its numerators and so its probabilities are NaN.
 BB_BF16_TARGET float softmax_numerators(float* scores, const float* bias, int64_t n, float scale) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 max = neg_inf;

@@ -72,28 +72,18 @@ constexpr int64_t kCopyWorthMultiplyAdds = int64_t(1) << 27;
 /// Where input^T already lies row-major (input a transposed view of a contiguous (I, N) tensor,
 /// as NormedRows::for_weight_grad() gives it), that is taken instead of a copy.
 Tensor weight_product(const Tensor& grad, const Tensor& input) {
-  static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
   const bool input_transposed = input.dim() == 2 && plain(input.t(), torch::kBFloat16);
-  if (amx && grad.dim() == 2 && input.dim() == 2 && plain(grad, torch::kBFloat16) &&
-      (plain(input, torch::kBFloat16) || input_transposed) &&
-      grad.size(0) * grad.size(1) * input.size(1) >= kCopyWorthMultiplyAdds) {
-    const int64_t outputs = grad.size(1), inputs = input.size(1);
-    if (inputs >= 2 * outputs && !input_transposed)
-      return gemm(transposed_copy(grad), input);
-    if (outputs >= 2 * inputs)
+  if (grad.dim() == 2 && input.dim() == 2 && plain(grad, torch::kBFloat16) &&
+      (plain(input, torch::kBFloat16) || input_transposed)) {
+    const int64_t rows = grad.size(0), outputs = grad.size(1), inputs = input.size(1);
+    if (transposed_input_pays(rows, outputs, inputs))
       return transposed_copy(gemm(input_transposed ? input.t() : transposed_copy(input), grad));
+    // The same rule with the operands' roles swapped: grad^T copied where I >= 2 O.
+    if (!input_transposed && transposed_input_pays(rows, inputs, outputs))
+      return gemm(transposed_copy(grad), input);
   }
   return gemm(grad.t(), input);
 }
-
-}  // namespace
-
-bool transposed_input_pays(int64_t rows, int64_t outputs, int64_t inputs) {
-  static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
-  return amx && rows * outputs * inputs >= kCopyWorthMultiplyAdds && outputs >= 2 * inputs;
-}
-
-namespace {
 
 /// GELU of a feed-forward network's pre-activation (N, I): the bf16 kernels for contiguous bf16
 /// CPU values, at::gelu elsewhere.
@@ -202,6 +192,11 @@ std::pair<Tensor, Tensor> in_dtype_with_bias_grad(const Tensor& grad, torch::Sca
                                      rounded.data_ptr<at::BFloat16>(),
                                      wanted ? sums.data_ptr<float>() : nullptr);
   return {rounded, sums};
+}
+
+bool transposed_input_pays(int64_t rows, int64_t outputs, int64_t inputs) {
+  static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
+  return amx && rows * outputs * inputs >= kCopyWorthMultiplyAdds && outputs >= 2 * inputs;
 }
 
 NormedRows layer_norm_in(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,

@@ -49,13 +49,8 @@ void layer_norm_backward_range(const LayerNormBackwardFromBf16Rows& a, int64_t b
   const float inverse_channels = 1.0f / float(channels);
   for (int64_t first = begin; first < end; first += kChunkRows) {
     const int64_t last = std::min(end, first + kChunkRows);
-    const int64_t chunk = first / kChunkRows;
-    float* __restrict w_sums = weight_sums != nullptr ? weight_sums + chunk * channels : nullptr;
-    float* __restrict b_sums = bias_sums != nullptr ? bias_sums + chunk * channels : nullptr;
-    if (w_sums != nullptr)
-      std::fill(w_sums, w_sums + channels, 0.0f);
-    if (b_sums != nullptr)
-      std::fill(b_sums, b_sums + channels, 0.0f);
+    float* __restrict w_sums = zeroed_chunk_sums(weight_sums, first, channels);
+    float* __restrict b_sums = zeroed_chunk_sums(bias_sums, first, channels);
     for (int64_t r = first; r < last; ++r) {
       const c10::BFloat16* __restrict dy = a.grad_output + r * channels;
       const float* __restrict x = a.input + r * channels;
@@ -103,8 +98,7 @@ void column_sums_range(const c10::BFloat16* values, int64_t channels, int64_t be
                        float* chunk_sums) {
   for (int64_t first = begin; first < end; first += kChunkRows) {
     const int64_t last = std::min(end, first + kChunkRows);
-    float* __restrict sums = chunk_sums + (first / kChunkRows) * channels;
-    std::fill(sums, sums + channels, 0.0f);
+    float* __restrict sums = zeroed_chunk_sums(chunk_sums, first, channels);
     for (int64_t r = first; r < last; ++r) {
       const c10::BFloat16* __restrict row = values + r * channels;
 #pragma omp simd
@@ -121,10 +115,7 @@ void round_rows_range(const float* values, int64_t channels, int64_t begin, int6
                       c10::BFloat16* out, float* chunk_sums) {
   for (int64_t first = begin; first < end; first += kChunkRows) {
     const int64_t last = std::min(end, first + kChunkRows);
-    float* __restrict sums =
-        chunk_sums != nullptr ? chunk_sums + (first / kChunkRows) * channels : nullptr;
-    if (sums != nullptr)
-      std::fill(sums, sums + channels, 0.0f);
+    float* __restrict sums = zeroed_chunk_sums(chunk_sums, first, channels);
     for (int64_t r = first; r < last; ++r) {
       const float* __restrict row = values + r * channels;
       c10::BFloat16* __restrict rounded = out + r * channels;

@@ -68,10 +68,7 @@ void rms_norm_backward_range(const RmsNormBackwardRows& a, int64_t begin, int64_
   const float inverse_channels = 1.0f / float(channels);
   for (int64_t first = begin; first < end; first += kChunkRows) {
     const int64_t last = std::min(end, first + kChunkRows);
-    float* __restrict sums =
-        chunk_sums != nullptr ? chunk_sums + (first / kChunkRows) * channels : nullptr;
-    if (sums != nullptr)
-      std::fill(sums, sums + channels, 0.0f);
+    float* __restrict sums = zeroed_chunk_sums(chunk_sums, first, channels);
     for (int64_t r = first; r < last; ++r) {
       const float* __restrict dy = a.grad_output + r * channels;
       const float* __restrict x = a.input + r * channels;

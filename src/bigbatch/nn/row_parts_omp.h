@@ -68,6 +68,16 @@ BB_INLINE void store(c10::BFloat16* out, float x) {
   out->x = x == x ? uint16_t(rounded) : uint16_t(0x7FC0);
 }
 
+/// The row of chunk_sums (chunks, C) that the chunk starting at row `first` sums into, zeroed, or
+/// nullptr where chunk_sums is (no sums wanted).
+BB_INLINE float* zeroed_chunk_sums(float* chunk_sums, int64_t first, int64_t channels) {
+  if (chunk_sums == nullptr)
+    return nullptr;
+  float* sums = chunk_sums + (first / kChunkRows) * channels;
+  std::fill(sums, sums + channels, 0.0f);
+  return sums;
+}
+
 /// out (C) = the sums over the chunks of chunk_sums (chunks, C), the chunks in order in double:
 /// how the kernels' column sums merge their per-chunk float sums independently of the threads.
 inline void sum_chunks_in_order(const float* chunk_sums, int64_t chunks, int64_t channels,

@@ -1,11 +1,14 @@
 // The bf16 GELU kernels against ATen's: the forward bitwise at::gelu for every bf16 bit pattern
 // (NaN, infinities and subnormals included) and for counts that leave a partial vector; the
 // backward bitwise the float32 product dy * GELU'(x) rounded as c10::BFloat16 rounds, and within
-// one bf16 step of at::gelu_backward in bf16.
+// one bf16 step of at::gelu_backward in bf16; the backward with column sums bitwise the backward
+// and bf16_column_sums of its result.
 #include "bigbatch/nn/gelu_kernels.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+
+#include "bigbatch/nn/layer_norm_kernels.h"
 
 namespace bigbatch::nn::kernels {
 namespace {
@@ -87,6 +90,53 @@ TEST(GeluKernels, ResultsDoNotDependOnTheThreadCount) {
   at::set_num_threads(threads);
   EXPECT_TRUE(torch::equal(y, y_one));
   EXPECT_TRUE(torch::equal(dx, dx_one));
+}
+
+/// The fused backward of (rows, channels) values: dx and the column sums of dx.
+std::pair<Tensor, Tensor> gelu_backward_with_sums(const Tensor& dy, const Tensor& x) {
+  Tensor dx = torch::full_like(x, 7.0);
+  Tensor sums = torch::full({x.size(1)}, 7.0);
+  bf16_gelu_backward_with_column_sums(dy.data_ptr<at::BFloat16>(), x.data_ptr<at::BFloat16>(),
+                                      dx.data_ptr<at::BFloat16>(), {x.size(0), x.size(1)},
+                                      sums.data_ptr<float>());
+  return {dx, sums};
+}
+
+TEST(GeluKernels, BackwardWithColumnSumsIsTheBackwardAndItsColumnSumsBitwise) {
+  // Rows that end in a short chunk of 64, channels that end in a partial vector, and a row of
+  // gradients that overflows; sums over enough rows to run on every thread.
+  for (const auto& [rows, channels] : {std::pair<int64_t, int64_t>{1, 5}, {130, 37}, {300, 2048}}) {
+    torch::manual_seed(rows);
+    const Tensor x = (3 * torch::randn({rows, channels})).to(torch::kBFloat16);
+    Tensor dy = torch::randn({rows, channels});
+    dy[rows / 2] *= 1e38;
+    dy = dy.to(torch::kBFloat16);
+    const auto [dx, sums] = gelu_backward_with_sums(dy, x);
+    EXPECT_TRUE(torch::equal(bits(dx), bits(gelu_backward_from_kernel(dy, x))))
+        << rows << " x " << channels;
+    Tensor expected = torch::empty({channels});
+    bf16_column_sums(dx.data_ptr<at::BFloat16>(), {rows, channels}, expected.data_ptr<float>());
+    const Tensor both_nan = sums.isnan() & expected.isnan();
+    EXPECT_TRUE(torch::equal(sums.masked_fill(both_nan, 0), expected.masked_fill(both_nan, 0)))
+        << rows << " x " << channels;
+    EXPECT_TRUE(torch::allclose(
+        sums.masked_fill(both_nan, 0),
+        dx.to(torch::kDouble).sum(0).to(torch::kFloat).masked_fill(both_nan, 0), 1e-4, 1e-3))
+        << rows << " x " << channels;
+  }
+}
+
+TEST(GeluKernels, BackwardWithColumnSumsDoesNotDependOnTheThreadCount) {
+  torch::manual_seed(6);
+  const Tensor x = torch::randn({1000, 300}).to(torch::kBFloat16);
+  const Tensor dy = torch::randn({1000, 300}).to(torch::kBFloat16);
+  const auto [dx, sums] = gelu_backward_with_sums(dy, x);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto [dx_one, sums_one] = gelu_backward_with_sums(dy, x);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(dx, dx_one));
+  EXPECT_TRUE(torch::equal(sums, sums_one));
 }
 
 }  // namespace

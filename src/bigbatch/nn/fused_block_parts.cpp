@@ -106,6 +106,25 @@ Tensor gelu_backward_of(const Tensor& grad, const Tensor& pre) {
   return d_pre;
 }
 
+/// GELU's backward with the fc bias's gradient (undefined unless wanted), in `dtype`: one pass of
+/// the bf16 kernels for (N, I) contiguous bf16 CPU values and a float32 bias, gelu_backward_of
+/// and bias_grad elsewhere.
+std::pair<Tensor, Tensor> gelu_backward_with_bias_grad(const Tensor& grad, const Tensor& pre,
+                                                       bool wanted, torch::ScalarType dtype) {
+  if (!wanted || dtype != torch::kFloat || pre.dim() != 2 || !plain(grad, torch::kBFloat16) ||
+      !plain(pre, torch::kBFloat16) || grad.sizes() != pre.sizes()) {
+    Tensor d_pre = gelu_backward_of(grad, pre);
+    Tensor sums = bias_grad(wanted, d_pre, dtype);
+    return {std::move(d_pre), std::move(sums)};
+  }
+  const Tensor d_pre = at::empty_like(pre, at::MemoryFormat::Contiguous);    // (N, I)
+  const Tensor sums = at::empty({pre.size(1)}, pre.options().dtype(dtype));  // (I)
+  kernels::bf16_gelu_backward_with_column_sums(
+      grad.data_ptr<at::BFloat16>(), pre.data_ptr<at::BFloat16>(), d_pre.data_ptr<at::BFloat16>(),
+      {pre.size(0), pre.size(1)}, sums.data_ptr<float>());
+  return {d_pre, sums};
+}
+
 /// Whether a LayerNorm of x with weight and bias in `compute` runs on the row kernels.
 bool layer_norm_on_kernels(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            torch::ScalarType compute) {
@@ -375,11 +394,11 @@ Tensor feed_forward_backward(torch::autograd::AutogradContext* ctx, const Tensor
   result[at.out_weight] = weight_grad(wanted(at.out_weight), g, take(ctx, kFeedForwardKept), param,
                                       inputs.get(at.out_weight));
   result[at.out_bias] = d_out_bias;
-  const Tensor d_pre =
-      gelu_backward_of(gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"));  // (N, I)
+  const auto [d_pre, d_fc_bias] = gelu_backward_with_bias_grad(
+      gemm(g, take(ctx, "ff_out_w")), take(ctx, "ff_pre"), wanted(at.fc_bias), param);  // (N, I)
   result[at.fc_weight] = weight_grad(wanted(at.fc_weight), d_pre, take(ctx, "ff_input"), param,
                                      inputs.get(at.fc_weight));
-  result[at.fc_bias] = bias_grad(wanted(at.fc_bias), d_pre, param);
+  result[at.fc_bias] = d_fc_bias;
   return in_dtype(gemm(d_pre, take(ctx, "ff_fc_w")), input_grad);
 }
 

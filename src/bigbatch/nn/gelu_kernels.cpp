@@ -16,6 +16,7 @@
 
 #include "bigbatch/nn/avx512bw_kernels.h"
 #include "bigbatch/nn/row_parts_omp.h"
+#include "bigbatch/nn/row_shape.h"
 
 namespace bigbatch::nn::kernels {
 namespace {
@@ -60,10 +61,14 @@ void gelu_values(const GeluTables& t, const Bits* x, Bits* y, int64_t begin, int
     y[i] = t.values[x[i]];
 }
 
+/// dx[i] for i in [begin, end), and sums[i] += dx[i] widened unless sums is nullptr.
 void gelu_backward_values(const GeluTables& t, const Bits* dy, const Bits* x, c10::BFloat16* dx,
-                          int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i)
+                          int64_t begin, int64_t end, float* sums) {
+  for (int64_t i = begin; i < end; ++i) {
     store(dx + i, widen(c10::BFloat16(dy[i], c10::BFloat16::from_bits())) * t.slopes[x[i]]);
+    if (sums != nullptr)
+      sums[i] += widen(dx[i]);
+  }
 }
 
 #if BB_AVX512BW_KERNELS
@@ -87,7 +92,8 @@ BB_AVX512_TARGET void gelu_vectors(const GeluTables& t, const Bits* x, Bits* y, 
 }
 
 BB_AVX512_TARGET void gelu_backward_vectors(const GeluTables& t, const Bits* dy, const Bits* x,
-                                            c10::BFloat16* dx, int64_t begin, int64_t end) {
+                                            c10::BFloat16* dx, int64_t begin, int64_t end,
+                                            float* sums) {
   const __m512i round_bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
   const __m512i quiet_nan = _mm512_set1_epi32(0x7FC0);
   int64_t i = begin;
@@ -103,8 +109,12 @@ BB_AVX512_TARGET void gelu_backward_vectors(const GeluTables& t, const Bits* dy,
     rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(product, product, _CMP_UNORD_Q),
                                     quiet_nan);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dx + i), _mm512_cvtepi32_epi16(rounded));
+    if (sums != nullptr) {  // the stored values widened, added in float as the column sums add
+      const __m512 stored = _mm512_castsi512_ps(_mm512_slli_epi32(rounded, 16));
+      _mm512_storeu_ps(sums + i, _mm512_add_ps(_mm512_loadu_ps(sums + i), stored));
+    }
   }
-  gelu_backward_values(t, dy, x, dx, i, end);
+  gelu_backward_values(t, dy, x, dx, i, end, sums);
 }
 
 #endif
@@ -134,12 +144,39 @@ void bf16_gelu_backward(const c10::BFloat16* dy, const c10::BFloat16* x, c10::BF
   at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
 #if BB_AVX512BW_KERNELS
     if (has_avx512bw()) {
-      gelu_backward_vectors(t, grad, in, dx, begin, end);
+      gelu_backward_vectors(t, grad, in, dx, begin, end, nullptr);
       return;
     }
 #endif
-    gelu_backward_values(t, grad, in, dx, begin, end);
+    gelu_backward_values(t, grad, in, dx, begin, end, nullptr);
   });
+}
+
+void bf16_gelu_backward_with_column_sums(const c10::BFloat16* dy, const c10::BFloat16* x,
+                                         c10::BFloat16* dx, RowShape shape, float* sums) {
+  const GeluTables& t = tables();
+  const Bits* grad = reinterpret_cast<const Bits*>(dy);
+  const Bits* in = reinterpret_cast<const Bits*>(x);
+  const int64_t channels = shape.channels, chunks = chunk_count(shape.rows);
+  std::vector<float> chunk_sums(size_t(chunks * channels));
+  // Row by row, each row's values added to its chunk's sums while still in cache: the order in
+  // which bf16_column_sums adds them.
+  on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += kChunkRows) {
+      float* row_sums = zeroed_chunk_sums(chunk_sums.data(), first, channels);
+      for (int64_t r = first; r < std::min(end, first + kChunkRows); ++r) {
+        const int64_t at = r * channels;
+#if BB_AVX512BW_KERNELS
+        if (has_avx512bw()) {
+          gelu_backward_vectors(t, grad + at, in + at, dx + at, 0, channels, row_sums);
+          continue;
+        }
+#endif
+        gelu_backward_values(t, grad + at, in + at, dx + at, 0, channels, row_sums);
+      }
+    }
+  });
+  sum_chunks_in_order(chunk_sums.data(), chunks, channels, sums);
 }
 
 }  // namespace bigbatch::nn::kernels

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "bigbatch/nn/row_shape.h"
+
 namespace bigbatch::nn::kernels {
 
 /// y[i] = GELU(x[i]) for i < count: at::gelu's bf16 result for that value. On the OpenMP threads.
@@ -19,5 +21,11 @@ void bf16_gelu(const c10::BFloat16* x, c10::BFloat16* y, int64_t count);
 /// quiet NaN 0x7FC0, as c10::BFloat16 does). On the OpenMP threads.
 void bf16_gelu_backward(const c10::BFloat16* dy, const c10::BFloat16* x, c10::BFloat16* dx,
                         int64_t count);
+
+/// bf16_gelu_backward of (M, C) rows, and sums (C) = the column sums of dx, bitwise
+/// bf16_column_sums(dx) (nn/layer_norm_kernels.h), in one pass: a feed-forward network's
+/// pre-activation gradient with its fc bias gradient. On the OpenMP threads.
+void bf16_gelu_backward_with_column_sums(const c10::BFloat16* dy, const c10::BFloat16* x,
+                                         c10::BFloat16* dx, RowShape shape, float* sums);
 
 }  // namespace bigbatch::nn::kernels

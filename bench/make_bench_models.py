@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The Hugging Face model directories of bench/compare's llama-* and minilm-* configurations.
+"""The Hugging Face model directories of bench/compare's llama-*, llama30m-* and minilm-*
+configurations.
 
     PYTHON bench/make_bench_models.py llama OUT_DIR      # a random Llama (LLAMA below)
     PYTHON bench/make_bench_models.py llama-30m OUT_DIR  # a random Llama (LLAMA_30M below)

@@ -82,11 +82,8 @@ void layer_norm_backward_range(const LayerNormBackwardFromBf16Rows& a, int64_t b
         for (int64_t c = 0; c < channels; ++c)
           w_sums[c] += widen(dy[c]) * ((x[c] - mean) * rstd);
       }
-      if (b_sums != nullptr) {
-#pragma omp simd
-        for (int64_t c = 0; c < channels; ++c)
-          b_sums[c] += widen(dy[c]);
-      }
+      if (b_sums != nullptr)
+        add_row_to_sums(dy, b_sums, channels);
     }
   }
 }

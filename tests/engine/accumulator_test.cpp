@@ -317,8 +317,9 @@ TEST(Accumulator, TheReducerSeesTheBf16WeightGradientsTheFusedBlocksAddThemselve
   }
   nn::set_bf16_matmul(matmul);
   nn::set_block_kernel(kernel);
-  // 2 blocks x 4 weights x 2 micro-batches x 3 windows, both times.
-  EXPECT_EQ(added, (std::vector<int64_t>{48, 48}));
+  // (2 blocks x 4 weights + the head's, a Linear on nn/bf16_linear) x 2 micro-batches x 3
+  // windows, both times.
+  EXPECT_EQ(added, (std::vector<int64_t>{54, 54}));
   EXPECT_TRUE(torch::equal(weights[0], weights[1]));
 }
 

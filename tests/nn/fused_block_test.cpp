@@ -331,10 +331,11 @@ TEST(FusedBlock, TrainsTheSameWithItsBf16WeightGradientsAddedToGradDirectly) {
     const int64_t before = direct_weight_grads_added();
     const std::vector<torch::Tensor> direct =
         train_gpt(BlockKernel::kFused, 6, {true, KeptCopies::kPerWindow, true, checkpointing});
-    // 2 blocks x 4 weights x 3 micro-batches x 6 windows, each added to .grad by its block (under
-    // checkpointing, from inside the recomputation's torch::autograd::grad, which then hands the
-    // outer backward no gradient for it).
-    EXPECT_EQ(direct_weight_grads_added() - before, 2 * 4 * 3 * 6) << checkpointing;
+    // (2 blocks x 4 weights + the head's) x 3 micro-batches x 6 windows, each added to .grad by
+    // its block or the head's Linear (nn/bf16_linear; under checkpointing, from inside the
+    // recomputation's torch::autograd::grad, which then hands the outer backward no gradient for
+    // it).
+    EXPECT_EQ(direct_weight_grads_added() - before, (2 * 4 + 1) * 3 * 6) << checkpointing;
     ASSERT_EQ(direct.size(), returned.size());
     for (size_t i = 0; i < direct.size(); ++i)
       EXPECT_TRUE(torch::equal(direct[i], returned[i]))

@@ -178,6 +178,60 @@ TEST(LlamaOps, RunFusedOnBf16ValuesWithinTheCompositeFormulasError) {
   }
 }
 
+TEST(LlamaOps, RotaryRoundedToBf16IsTheFloat32ResultRoundedOnce) {
+  torch::manual_seed(23);
+  const int64_t batch = 2, time = 17, heads = 3, dim = 64;
+  const torch::Tensor angles = torch::rand({time, dim}) * 6.0;
+  const torch::Tensor cos = angles.cos(), sin = angles.sin();
+  const torch::Tensor x = torch::randn({batch, time, heads * dim}).to(torch::kBFloat16);
+  const torch::Tensor dy = torch::randn({batch, heads, time, dim}).to(torch::kBFloat16);
+  for (const BlockKernel kernel : {BlockKernel::kAuto, BlockKernel::kComposite}) {
+    SCOPED_TRACE(to_string(kernel));
+    const ScopedBlockKernel scoped(kernel);
+    // Through float32 (y and dy widened), then rounded as a bf16 product would round y.
+    const torch::Tensor x32 = x.clone().requires_grad_();
+    const torch::Tensor y32 = rotary_embedding(x32, cos, sin, heads);
+    (y32 * dy.to(torch::kFloat)).sum().backward();
+    const torch::Tensor x16 = x.clone().requires_grad_();
+    const torch::Tensor y16 = rotary_embedding(x16, cos, sin, heads, /*rounded=*/true);
+    EXPECT_EQ(y16.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(y16.equal(y32.to(torch::kBFloat16)));
+    y16.backward(dy);
+    EXPECT_EQ(x16.grad().scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(x16.grad().equal(x32.grad()));
+    // A float32 x has nothing to round to: rounded changes nothing.
+    EXPECT_EQ(rotary_embedding(x.to(torch::kFloat), cos, sin, heads, true).scalar_type(),
+              torch::kFloat);
+  }
+}
+
+TEST(LlamaOps, ResidualAddIsAtAddsSumsAndGradients) {
+  torch::manual_seed(29);
+  const torch::Tensor residual = torch::randn({3, 5, 40});
+  const torch::Tensor branch = torch::randn({3, 5, 40}).to(torch::kBFloat16);
+  const torch::Tensor dy = torch::randn({3, 5, 40});
+  const auto add = [&](BlockKernel kernel) {
+    const ScopedBlockKernel scoped(kernel);
+    const torch::Tensor r = residual.clone().requires_grad_();
+    const torch::Tensor b = branch.clone().requires_grad_();
+    const torch::Tensor y = residual_add(r * 1.0, b * 1.0);
+    if (kernel == BlockKernel::kAuto)
+      expect_contains(y.grad_fn()->name(), {"ResidualAddFunction"});
+    y.backward(dy);
+    return std::vector<torch::Tensor>{y.detach(), r.grad(), b.grad()};
+  };
+  const std::vector<torch::Tensor> fused = add(BlockKernel::kAuto);
+  const std::vector<torch::Tensor> composite = add(BlockKernel::kComposite);
+  EXPECT_EQ(fused[0].scalar_type(), torch::kFloat);
+  EXPECT_EQ(fused[2].scalar_type(), torch::kBFloat16);
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_TRUE(fused[i].equal(composite[i])) << i;
+  // Anything else is at::add: a non-contiguous branch, two float32 tensors.
+  EXPECT_TRUE(residual_add(residual, branch.transpose(0, 1).contiguous().transpose(0, 1))
+                  .equal(residual + branch));
+  EXPECT_TRUE(residual_add(residual, residual).equal(2 * residual));
+}
+
 TEST(LlamaOps, SwigluKeepsNanAndTheSigmoidsEnds) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/io/hf_weights.h"
 #include "bigbatch/models/hf_load.h"
 #include "bigbatch/models/hf_parts.h"
@@ -167,10 +168,14 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   const int64_t kv_heads = config_.num_key_value_heads();
   const int64_t d = config_.head_dim();
   // Keys and values stay at kv_heads: the attention serves each to heads / kv_heads queries.
+  // Under CPU bf16 autocast every attention path rounds queries and keys to bf16 before its
+  // first product, so the rotary embeddings round them themselves (the same values).
+  const bool rounded = x.device().is_cpu() && compat::autocast_enabled(torch::kCPU) &&
+                       compat::autocast_dtype(torch::kCPU) == torch::kBFloat16;
   const torch::Tensor q =
-      nn::rotary_embedding(q_proj->forward(x), cos, sin, heads);  // (B, H, T, D)
+      nn::rotary_embedding(q_proj->forward(x), cos, sin, heads, rounded);  // (B, H, T, D)
   const torch::Tensor k =
-      nn::rotary_embedding(k_proj->forward(x), cos, sin, kv_heads);  // (B, KV, T, D)
+      nn::rotary_embedding(k_proj->forward(x), cos, sin, kv_heads, rounded);  // (B, KV, T, D)
   const torch::Tensor v =
       v_proj->forward(x).view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
   const torch::Tensor y =
@@ -202,8 +207,9 @@ HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config) {
 
 torch::Tensor HfLlamaLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                         const torch::Tensor& sin, const nn::AttentionMask& mask) {
-  const torch::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask);
-  return h + mlp->forward(post_attention_layernorm->forward(h));  // (B, T, C)
+  const torch::Tensor h =
+      nn::residual_add(x, self_attn->forward(input_layernorm->forward(x), cos, sin, mask));
+  return nn::residual_add(h, mlp->forward(post_attention_layernorm->forward(h)));  // (B, T, C)
 }
 
 HfLlamaImpl::HfLlamaImpl(const HfLlamaConfig& config) : config_(config) {

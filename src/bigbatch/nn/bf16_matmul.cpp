@@ -8,7 +8,9 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/bf16_linear.h"
 #include "bigbatch/nn/fp32_matmul.h"
+#include "bigbatch/nn/linear_function.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -64,8 +66,8 @@ torch::ScalarType saved_dtype(AutogradContext* ctx, const char* name) {
 
 /// Forward of a Linear under bf16 autocast on fp32 kernels (bias may be undefined). Saves the
 /// bf16 input and weight, as autocast's addmm does, and nothing in fp32.
-torch::Tensor linear_forward(AutogradContext* ctx, const torch::Tensor& input,
-                             const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor fp32_kernel_linear_forward(AutogradContext* ctx, const torch::Tensor& input,
+                                         const torch::Tensor& weight, const torch::Tensor& bias) {
   const NoCpuAutocast no_autocast;
   const torch::Tensor input_bf16 = input.to(torch::kBFloat16);    // (..., in)
   const torch::Tensor weight_bf16 = weight.to(torch::kBFloat16);  // (out, in)
@@ -80,9 +82,11 @@ torch::Tensor linear_forward(AutogradContext* ctx, const torch::Tensor& input,
   return output.to(torch::kBFloat16);  // (..., out)
 }
 
-/// Gradients of linear_forward: {input, weight, bias}, each rounded to bf16 and returned in its
-/// operand's dtype; undefined where not needed (the bias's when `with_bias` is false).
-variable_list linear_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
+/// Gradients of fp32_kernel_linear_forward: {input, weight, bias}, each rounded to bf16 and
+/// returned in its operand's dtype; undefined where not needed (the bias's when `with_bias` is
+/// false).
+variable_list fp32_kernel_linear_backward(AutogradContext* ctx, const variable_list& grads,
+                                          bool with_bias) {
   const NoCpuAutocast no_autocast;
   const variable_list saved = ctx->get_saved_variables();
   const torch::Tensor& input_bf16 = saved[0];                         // (..., in)
@@ -104,31 +108,6 @@ variable_list linear_backward(AutogradContext* ctx, const variable_list& grads, 
     result[2] = rounded_to(grad_rows.sum(0), saved_dtype(ctx, "bias_dtype"));  // (out)
   return result;
 }
-
-/// A Linear with a bias under bf16 autocast on fp32 kernels. (LibTorch 1.13's Function::apply
-/// takes no undefined tensors, so the Linear without one is a Function of its own.)
-struct Fp32KernelLinear : torch::autograd::Function<Fp32KernelLinear> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               const torch::Tensor& weight, const torch::Tensor& bias) {
-    return linear_forward(ctx, input, weight, bias);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return linear_backward(ctx, grads, /*with_bias=*/true);
-  }
-};
-
-/// A Linear without a bias under bf16 autocast on fp32 kernels.
-struct Fp32KernelLinearNoBias : torch::autograd::Function<Fp32KernelLinearNoBias> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               const torch::Tensor& weight) {
-    return linear_forward(ctx, input, weight, torch::Tensor());
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    variable_list result = linear_backward(ctx, grads, /*with_bias=*/false);
-    result.pop_back();
-    return result;
-  }
-};
 
 /// bias + alpha * (a @ b) under bf16 autocast on fp32 kernels, for matmul() (no bias, alpha 1)
 /// and baddbmm(); saves the bf16 operands. The bias gets no gradient.
@@ -239,9 +218,11 @@ Bf16Matmul bf16_matmul() {
 torch::Tensor linear(const torch::Tensor& input, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
   if (use_fp32_kernels({&input, &weight, &bias})) {
-    return bias.defined() ? Fp32KernelLinear::apply(input, weight, bias)
-                          : Fp32KernelLinearNoBias::apply(input, weight);
+    return apply_linear<fp32_kernel_linear_forward, fp32_kernel_linear_backward>(input, weight,
+                                                                                 bias);
   }
+  if (native_bf16_linear_applies(input, weight, bias))
+    return native_bf16_linear(input, weight, bias);
   if (weight.dim() == 2 && fp32_products_on_onednn({&input, &weight, &bias}))
     return onednn_linear(input, weight, bias);
   return torch::linear(input, weight, bias);

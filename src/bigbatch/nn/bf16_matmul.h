@@ -45,7 +45,9 @@ Bf16Matmul bf16_matmul();
 /// to bf16 is on, bf16_matmul() is kFp32 and the operands are CPU float32/bfloat16 tensors, it
 /// runs forward and backward on fp32 kernels with autocast's bf16 rounding: output bf16, saved
 /// for backward are the bf16 input and weight (as autocast saves them), each gradient is rounded
-/// to bf16 and returned in its operand's dtype. Without autocast, on float32 CPU operands where
+/// to bf16 and returned in its operand's dtype. Where it is kNative instead, it is
+/// nn::native_bf16_linear (nn/bf16_linear.h: autocast's products with each weight cast once a
+/// window) unless block_kernel() is kComposite. Without autocast, on float32 CPU operands where
 /// fp32_matmul() is kOneDnn, it is nn::onednn_linear (nn/fp32_matmul.h). Elsewhere it is ATen's
 /// linear, autocast and all.
 /// input (..., in), weight (out, in), bias (out) -> (..., out)

@@ -11,6 +11,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/linear_function.h"
 
 #if TORCH_VERSION_MAJOR >= 2 && AT_MKLDNN_ENABLED() && defined(__x86_64__)
 #define BIGBATCH_ONEDNN_FP32 1
@@ -45,8 +46,8 @@ Fp32Matmul automatic_choice() {
 /// input's rows only for the weight's gradient: a frozen weight (LoRA) keeps no activation, as
 /// with LibTorch's linear.
 /// input (..., in), weight (out, in), bias (out) or undefined -> (..., out)
-Tensor linear_forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
-                      const Tensor& bias) {
+Tensor onednn_linear_forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
+                             const Tensor& bias) {
   // Reshaped above ADInplaceOrView, so that the saved rows share the input's version counter and
   // autograd refuses a backward after the input was changed in place.
   const Tensor rows = input.reshape({-1, weight.size(1)});  // (N, in)
@@ -58,9 +59,10 @@ Tensor linear_forward(AutogradContext* ctx, const Tensor& input, const Tensor& w
   return output.view(sizes);
 }
 
-/// Gradients of linear_forward, each only where wanted: {input, weight, bias}, the bias's
+/// Gradients of onednn_linear_forward, each only where wanted: {input, weight, bias}, the bias's
 /// undefined when `with_bias` is false.
-variable_list linear_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
+variable_list onednn_linear_backward(AutogradContext* ctx, const variable_list& grads,
+                                     bool with_bias) {
   BB_CHECK(!torch::GradMode::is_enabled(),
            "nn::onednn_linear has no second derivative (backward with create_graph); set "
            "model.fp32_matmul = \"blas\" (nn::set_fp32_matmul(nn::Fp32Matmul::kBlas)) to take "
@@ -82,30 +84,6 @@ variable_list linear_backward(AutogradContext* ctx, const variable_list& grads, 
     result[2] = grad.sum(0);  // (out)
   return result;
 }
-
-/// onednn_linear with a bias. (Function::apply takes no undefined tensors, so the Linear without
-/// one is a Function of its own.)
-struct OneDnnLinear : torch::autograd::Function<OneDnnLinear> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
-                        const Tensor& bias) {
-    return linear_forward(ctx, input, weight, bias);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return linear_backward(ctx, grads, /*with_bias=*/true);
-  }
-};
-
-/// onednn_linear without a bias.
-struct OneDnnLinearNoBias : torch::autograd::Function<OneDnnLinearNoBias> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight) {
-    return linear_forward(ctx, input, weight, Tensor());
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    variable_list result = linear_backward(ctx, grads, /*with_bias=*/false);
-    result.pop_back();
-    return result;
-  }
-};
 
 }  // namespace
 
@@ -301,8 +279,7 @@ Tensor gemm_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
 }
 
 Tensor onednn_linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  return bias.defined() ? OneDnnLinear::apply(input, weight, bias)
-                        : OneDnnLinearNoBias::apply(input, weight);
+  return apply_linear<onednn_linear_forward, onednn_linear_backward>(input, weight, bias);
 }
 
 }  // namespace bigbatch::nn

@@ -149,6 +149,18 @@ void rotary_backward_bf16_range(const RotaryMap<float, c10::BFloat16>& a, int64_
   rotary_rows<true>(a, begin, end);
 }
 
+BB_VECTOR_CLONES
+void rotary_forward_bf16_rounded_range(const RotaryMap<c10::BFloat16, c10::BFloat16>& a,
+                                       int64_t begin, int64_t end) {
+  rotary_rows<false>(a, begin, end);
+}
+
+BB_VECTOR_CLONES
+void rotary_backward_bf16_rounded_range(const RotaryMap<c10::BFloat16, c10::BFloat16>& a,
+                                        int64_t begin, int64_t end) {
+  rotary_rows<true>(a, begin, end);
+}
+
 /// silu(gate) * up over [begin, end), in float32.
 template <typename T>
 BB_INLINE void swiglu_forward_values(const T* __restrict gate, const T* __restrict up,
@@ -247,6 +259,20 @@ void rotary_backward(const RotaryMap<float, c10::BFloat16>& args) {
   on_row_parts(
       {args.batch * args.time, args.heads * args.head_dim},
       [&](int64_t, int64_t begin, int64_t end) { rotary_backward_bf16_range(args, begin, end); });
+}
+
+void rotary_forward(const RotaryMap<c10::BFloat16, c10::BFloat16>& args) {
+  on_row_parts({args.batch * args.time, args.heads * args.head_dim},
+               [&](int64_t, int64_t begin, int64_t end) {
+                 rotary_forward_bf16_rounded_range(args, begin, end);
+               });
+}
+
+void rotary_backward(const RotaryMap<c10::BFloat16, c10::BFloat16>& args) {
+  on_row_parts({args.batch * args.time, args.heads * args.head_dim},
+               [&](int64_t, int64_t begin, int64_t end) {
+                 rotary_backward_bf16_rounded_range(args, begin, end);
+               });
 }
 
 void swiglu_forward(const float* gate, const float* up, float* output, int64_t count) {

@@ -72,6 +72,10 @@ void rotary_backward(const RotaryRows& args);
 void rotary_forward(const RotaryMap<c10::BFloat16, float>& args);
 /// Its backward: a float32 dy in, dx rounded once to bfloat16.
 void rotary_backward(const RotaryMap<float, c10::BFloat16>& args);
+/// The forward map rounded once to bfloat16 (the values a bf16 product reading the float32
+/// result would take), and its backward from a bfloat16 dy.
+void rotary_forward(const RotaryMap<c10::BFloat16, c10::BFloat16>& args);
+void rotary_backward(const RotaryMap<c10::BFloat16, c10::BFloat16>& args);
 
 /// SwiGLU's forward: y = silu(gate) * up = gate * sigmoid(gate) * up, element-wise over `count`
 /// values. The exponential is a polynomial one that vectorises (within 0.99 ulp of exp over

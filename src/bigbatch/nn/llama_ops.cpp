@@ -1,6 +1,9 @@
 #include "bigbatch/nn/llama_ops.h"
 
+#include <type_traits>
+
 #include "bigbatch/core/check.h"
+#include "bigbatch/nn/bf16_add_kernels.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/llama_kernels.h"
 
@@ -66,49 +69,56 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
 };
 
 /// The rotary map of `input` into `output` (both contiguous), forward or backward, on the
-/// kernel for their dtypes: float32 to float32, or bfloat16 to float32 forward and float32 to
-/// bfloat16 backward.
+/// kernel for their dtypes: float32 to float32; bfloat16 to float32 forward and float32 to
+/// bfloat16 backward; or bfloat16 to bfloat16 both ways.
 void run_rotary(bool backward, const Tensor& input, const Tensor& cos, const Tensor& sin,
                 Tensor& output, int64_t batch, int64_t time, int64_t heads, int64_t head_dim) {
-  const auto fill = [&](auto& args) {
+  const auto run = [&](auto args, auto map) {
+    using In = std::remove_const_t<std::remove_pointer_t<decltype(args.input)>>;
+    using Out = std::remove_pointer_t<decltype(args.output)>;
+    args.input = input.data_ptr<In>();
+    args.output = output.data_ptr<Out>();
     args.cos = cos.data_ptr<float>();
     args.sin = sin.data_ptr<float>();
     args.batch = batch;
     args.time = time;
     args.heads = heads;
     args.head_dim = head_dim;
+    map(args);
   };
-  if (!backward && input.scalar_type() == torch::kBFloat16) {
-    kernels::RotaryMap<c10::BFloat16, float> args;
-    fill(args);
-    args.input = input.data_ptr<c10::BFloat16>();
-    args.output = output.data_ptr<float>();
-    kernels::rotary_forward(args);
-  } else if (backward && output.scalar_type() == torch::kBFloat16) {
-    kernels::RotaryMap<float, c10::BFloat16> args;
-    fill(args);
-    args.input = input.data_ptr<float>();
-    args.output = output.data_ptr<c10::BFloat16>();
-    kernels::rotary_backward(args);
-  } else {
-    kernels::RotaryRows args;
-    fill(args);
-    args.input = input.data_ptr<float>();
-    args.output = output.data_ptr<float>();
+  const auto forward = [](const auto& args) { kernels::rotary_forward(args); };
+  const auto backward_map = [](const auto& args) { kernels::rotary_backward(args); };
+  using Bf16 = c10::BFloat16;
+  const bool bf16_in = input.scalar_type() == torch::kBFloat16;
+  const bool bf16_out = output.scalar_type() == torch::kBFloat16;
+  BB_CHECK(bf16_in == bf16_out || bf16_in != backward, "rotary kernels: no ",
+           backward ? "backward" : "forward", " map from ", input.scalar_type(), " to ",
+           output.scalar_type());
+  if (bf16_in && bf16_out) {
     if (backward)
-      kernels::rotary_backward(args);
+      run(kernels::RotaryMap<Bf16, Bf16>(), backward_map);
     else
-      kernels::rotary_forward(args);
+      run(kernels::RotaryMap<Bf16, Bf16>(), forward);
+  } else if (bf16_in) {
+    run(kernels::RotaryMap<Bf16, float>(), forward);
+  } else if (bf16_out) {
+    run(kernels::RotaryMap<float, Bf16>(), backward_map);
+  } else if (backward) {
+    run(kernels::RotaryRows(), backward_map);
+  } else {
+    run(kernels::RotaryRows(), forward);
   }
 }
 
 struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
-  // x (B, T, H*D) float32 or bfloat16, cos and sin (T, D) float32 -> (B, H, T, D) float32
+  // x (B, T, H*D) float32 or bfloat16, cos and sin (T, D) float32 -> (B, H, T, D) float32, or
+  // bfloat16 for a bfloat16 x where `rounded`
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                        int64_t heads) {
+                        int64_t heads, bool rounded) {
     const Tensor input = x.contiguous();
     const int64_t batch = x.size(0), time = x.size(1), head_dim = x.size(2) / heads;
-    Tensor output = torch::empty({batch, heads, time, head_dim}, cos.options());
+    Tensor output = torch::empty({batch, heads, time, head_dim},
+                                 cos.options().dtype(rounded ? x.scalar_type() : torch::kFloat));
     run_rotary(false, input, cos, sin, output, batch, time, heads, head_dim);
     ctx->save_for_backward({cos, sin});
     ctx->saved_data["heads"] = heads;
@@ -119,14 +129,30 @@ struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     check_first_order("rotary_embedding");
     const variable_list saved = ctx->get_saved_variables();
-    const Tensor grad = grads[0].to(torch::kFloat).contiguous();  // (B, H, T, D)
+    // float32, or bfloat16 where the forward rounded to it
+    const Tensor grad = grads[0].contiguous();  // (B, H, T, D)
     const int64_t heads = ctx->saved_data["heads"].toInt();
     const auto input_dtype = static_cast<torch::ScalarType>(ctx->saved_data["input_dtype"].toInt());
     const int64_t batch = grad.size(0), time = grad.size(2), head_dim = grad.size(3);
     Tensor grad_input =
         torch::empty({batch, time, heads * head_dim}, grad.options().dtype(input_dtype));
     run_rotary(true, grad, saved[0], saved[1], grad_input, batch, time, heads, head_dim);
-    return {grad_input, Tensor(), Tensor(), Tensor()};
+    return {grad_input, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+struct ResidualAddFunction : torch::autograd::Function<ResidualAddFunction> {
+  // residual (...) float32, branch (the same sizes) bfloat16, both contiguous -> (...) float32
+  static Tensor forward(AutogradContext*, const Tensor& residual, const Tensor& branch) {
+    Tensor sum = torch::empty_like(residual);
+    kernels::add_bf16_to_float(branch.data_ptr<c10::BFloat16>(), residual.data_ptr<float>(),
+                               sum.data_ptr<float>(), residual.numel());
+    return sum;
+  }
+
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    check_first_order("residual_add");
+    return {grads[0], grads[0].to(torch::kBFloat16)};
   }
 };
 
@@ -206,7 +232,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 }
 
 torch::Tensor rotary_embedding(const torch::Tensor& x, const torch::Tensor& cos,
-                               const torch::Tensor& sin, int64_t heads) {
+                               const torch::Tensor& sin, int64_t heads, bool rounded) {
   BB_CHECK(x.dim() == 3 && heads > 0 && x.size(2) % heads == 0 && (x.size(2) / heads) % 2 == 0,
            "rotary_embedding expects x (B, T, H*D) with ", heads, " heads of an even size, got ",
            x.sizes());
@@ -221,9 +247,19 @@ torch::Tensor rotary_embedding(const torch::Tensor& x, const torch::Tensor& cos,
   // float32, and so does the fused node.
   if (x.numel() > 0 && float_or_bf16(x) && fused_with({&x}, x.scalar_type()) &&
       fused_with({&cos, &sin}, torch::kFloat))
-    return RotaryFunction::apply(x, cos.contiguous(), sin.contiguous(), heads);
+    return RotaryFunction::apply(x, cos.contiguous(), sin.contiguous(), heads,
+                                 rounded && x.scalar_type() == torch::kBFloat16);
   const Tensor split = x.view({x.size(0), x.size(1), heads, dim}).transpose(1, 2);  // (B,H,T,D)
-  return split * cos + rotate_half(split) * sin;
+  const Tensor y = split * cos + rotate_half(split) * sin;
+  return rounded && x.scalar_type() == torch::kBFloat16 ? y.to(torch::kBFloat16) : y;
+}
+
+torch::Tensor residual_add(const torch::Tensor& residual, const torch::Tensor& branch) {
+  if (residual.numel() > 0 && residual.sizes() == branch.sizes() && residual.is_contiguous() &&
+      branch.is_contiguous() && fused_with({&residual}, torch::kFloat) &&
+      fused_with({&branch}, torch::kBFloat16))
+    return ResidualAddFunction::apply(residual, branch);
+  return residual + branch;
 }
 
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {

@@ -1,9 +1,9 @@
-// The element-wise steps of a Llama layer (transformers' LlamaRMSNorm, apply_rotary_pos_emb and
-// LlamaMLP's act_fn(gate) * up) as functions that run one autograd node each on the CPU kernels
-// of llama_kernels.h for float32 CPU tensors (and bfloat16 ones for the rotary embeddings and
-// SwiGLU, as CPU autocast makes them), and the composite formula (one ATen operation and
-// autograd node per step) everywhere else: float64, a GPU, or model.block_kernel = "composite"
-// (nn::BlockKernel::kComposite). The fused nodes have no
+// The element-wise steps of a Llama layer (transformers' LlamaRMSNorm, apply_rotary_pos_emb,
+// LlamaMLP's act_fn(gate) * up and the residual adds) as functions that run one autograd node
+// each on the CPU kernels of llama_kernels.h for float32 CPU tensors (and bfloat16 ones for the
+// rotary embeddings, SwiGLU and the residual adds' branches, as CPU autocast makes them), and the
+// composite formula (one ATen operation and autograd node per step) everywhere else: float64, a
+// GPU, or model.block_kernel = "composite" (nn::BlockKernel::kComposite). The fused nodes have no
 // second derivative: a backward with create_graph through them throws, naming the way out.
 #pragma once
 
@@ -28,9 +28,20 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 /// cos and sin take no gradient (they are functions of the positions). Fused for x float32 or
 /// bfloat16 with float32 cos and sin: y is float32, the dtype the formula promotes to, within
 /// float32 rounding; x's gradient is rounded to bfloat16 once (the formula rounds each of its two
-/// terms). x (B, T, H*D), cos and sin (T, D) -> (B, H, T, D)
+/// terms). With `rounded` and a bfloat16 x, y is that result rounded once to bfloat16, the
+/// values a bf16 product reading it takes (CPU autocast's attention rounds its queries and keys
+/// so), without a float32 copy between; its gradient then comes in bfloat16.
+/// x (B, T, H*D), cos and sin (T, D) -> (B, H, T, D)
 torch::Tensor rotary_embedding(const torch::Tensor& x, const torch::Tensor& cos,
-                               const torch::Tensor& sin, int64_t heads);
+                               const torch::Tensor& sin, int64_t heads, bool rounded = false);
+
+/// residual + branch, a layer's float32 residual stream plus its attention's or MLP's output as
+/// at::add computes it (in the promoted dtype). Fused for a contiguous float32 residual and a
+/// bfloat16 branch of its sizes (CPU autocast's products): one pass, the bf16 values widened as
+/// they are added, bitwise at::add's sums; the branch's gradient is the residual's rounded to
+/// bfloat16, as autograd rounds it.
+/// residual (...), branch (the same sizes) -> (...)
+torch::Tensor residual_add(const torch::Tensor& residual, const torch::Tensor& branch);
 
 /// SwiGLU, LlamaMLP's gating: silu(gate) * up, element-wise. Fused for both float32 or both
 /// bfloat16; in bfloat16 it computes in float32 and rounds the result (and each gradient) once,

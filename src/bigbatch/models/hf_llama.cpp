@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "bigbatch/core/check.h"
-#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/io/hf_weights.h"
 #include "bigbatch/models/hf_load.h"
 #include "bigbatch/models/hf_parts.h"
@@ -11,6 +10,7 @@
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/embedding.h"
 #include "bigbatch/nn/llama_ops.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::models {
 namespace {
@@ -170,8 +170,7 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   // Keys and values stay at kv_heads: the attention serves each to heads / kv_heads queries.
   // Under CPU bf16 autocast every attention path rounds queries and keys to bf16 before its
   // first product, so the rotary embeddings round them themselves (the same values).
-  const bool rounded = x.device().is_cpu() && compat::autocast_enabled(torch::kCPU) &&
-                       compat::autocast_dtype(torch::kCPU) == torch::kBFloat16;
+  const bool rounded = x.device().is_cpu() && nn::cpu_autocast_to_bf16();
   const torch::Tensor q =
       nn::rotary_embedding(q_proj->forward(x), cos, sin, heads, rounded);  // (B, H, T, D)
   const torch::Tensor k =

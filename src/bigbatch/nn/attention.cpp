@@ -11,6 +11,7 @@
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_attention.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -93,8 +94,7 @@ struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
 /// no dropout.
 bool on_bf16_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      double dropout, bool training) {
-  if (!q.device().is_cpu() || !compat::autocast_enabled(torch::kCPU) ||
-      compat::autocast_dtype(torch::kCPU) != torch::kBFloat16 || !bf16_attention_available())
+  if (!q.device().is_cpu() || !cpu_autocast_to_bf16() || !bf16_attention_available())
     return false;
   for (const torch::Tensor* t : {&q, &k, &v})
     if (t->scalar_type() != torch::kFloat && t->scalar_type() != torch::kBFloat16)
@@ -229,10 +229,7 @@ torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::
            q.size(1), " query heads, got ", k.size(1), " and ", v.size(1));
   BB_CHECK(!mask.causal || q.size(2) == k.size(2),
            "a causal mask needs as many queries as keys, got ", q.size(2), " and ", k.size(2));
-  const AttentionSite site{q.device().is_cpu(),
-                           compat::autocast_enabled(torch::kCPU) &&
-                               compat::autocast_dtype(torch::kCPU) == torch::kBFloat16,
-                           k.size(2)};
+  const AttentionSite site{q.device().is_cpu(), cpu_autocast_to_bf16(), k.size(2)};
   if (resolve_attention_kernel(attention_kernel(), site) == AttentionKernel::kFused)
     return fused_attention(q, k, v, mask, dropout, training);
   return composite_attention(q, k, v, mask, dropout, training);

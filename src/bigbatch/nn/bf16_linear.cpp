@@ -5,12 +5,12 @@
 #include <optional>
 
 #include "bigbatch/core/check.h"
-#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/fused_block_parts.h"
 #include "bigbatch/nn/linear_function.h"
+#include "bigbatch/nn/precision.h"
 #include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::nn {
@@ -114,8 +114,7 @@ bool float_or_bf16_on_cpu(const torch::Tensor& t) {
 
 bool native_bf16_linear_applies(const torch::Tensor& input, const torch::Tensor& weight,
                                 const torch::Tensor& bias) {
-  return block_kernel() != BlockKernel::kComposite && compat::autocast_enabled(torch::kCPU) &&
-         compat::autocast_dtype(torch::kCPU) == torch::kBFloat16 &&
+  return block_kernel() != BlockKernel::kComposite && cpu_autocast_to_bf16() &&
          bf16_matmul() == Bf16Matmul::kNative && input.defined() && input.dim() >= 2 &&
          weight.defined() && weight.dim() == 2 && input.size(-1) == weight.size(1) &&
          (!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0))) &&

@@ -7,10 +7,10 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
-#include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_linear.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/linear_function.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -30,10 +30,7 @@ Bf16Matmul automatic_choice() {
 /// kernels should replace: CPU autocast on, to bf16, and every operand a CPU float32 or bfloat16
 /// tensor (autocast leaves float64 alone; undefined operands are skipped).
 bool use_fp32_kernels(std::initializer_list<const torch::Tensor*> operands) {
-  if (!compat::autocast_enabled(torch::kCPU) ||
-      compat::autocast_dtype(torch::kCPU) != torch::kBFloat16)
-    return false;
-  if (bf16_matmul() != Bf16Matmul::kFp32)
+  if (!cpu_autocast_to_bf16() || bf16_matmul() != Bf16Matmul::kFp32)
     return false;
   for (const torch::Tensor* operand : operands) {
     if (!operand->defined())

@@ -8,6 +8,7 @@
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block_parts.h"
+#include "bigbatch/nn/precision.h"
 #include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::nn {
@@ -217,10 +218,7 @@ BlockKernel resolve_block_kernel(BlockKernel kernel, const BlockSite& site) {
 
 bool use_fused_block(const torch::Tensor& x, double dropout, bool training, int64_t keys) {
   const bool cpu = x.device().is_cpu();
-  const AttentionSite attention{cpu,
-                                compat::autocast_enabled(torch::kCPU) &&
-                                    compat::autocast_dtype(torch::kCPU) == torch::kBFloat16,
-                                keys};
+  const AttentionSite attention{cpu, cpu_autocast_to_bf16(), keys};
   const BlockSite site{fused_block_supported(x, dropout, training), cpu,
                        resolve_attention_kernel(attention_kernel(), attention)};
   return resolve_block_kernel(block_kernel(), site) == BlockKernel::kFused;

@@ -223,6 +223,15 @@ void on_flat_parts(int64_t count, const Work& work) {
   });
 }
 
+/// Runs `range(args, begin, end)` over the token rows [0, B*T) of the rotary map `args` on the
+/// OpenMP threads.
+template <typename In, typename Out>
+void on_token_rows(const RotaryMap<In, Out>& args,
+                   void (*range)(const RotaryMap<In, Out>&, int64_t, int64_t)) {
+  on_row_parts({args.batch * args.time, args.heads * args.head_dim},
+               [&](int64_t, int64_t begin, int64_t end) { range(args, begin, end); });
+}
+
 }  // namespace
 
 void rms_norm_rows(const RmsNormRows& args) {
@@ -238,41 +247,27 @@ void rms_norm_backward_rows(const RmsNormBackwardRows& args) {
 }
 
 void rotary_forward(const RotaryRows& args) {
-  on_row_parts(
-      {args.batch * args.time, args.heads * args.head_dim},
-      [&](int64_t, int64_t begin, int64_t end) { rotary_forward_range(args, begin, end); });
+  on_token_rows(args, rotary_forward_range);
 }
 
 void rotary_backward(const RotaryRows& args) {
-  on_row_parts(
-      {args.batch * args.time, args.heads * args.head_dim},
-      [&](int64_t, int64_t begin, int64_t end) { rotary_backward_range(args, begin, end); });
+  on_token_rows(args, rotary_backward_range);
 }
 
 void rotary_forward(const RotaryMap<c10::BFloat16, float>& args) {
-  on_row_parts(
-      {args.batch * args.time, args.heads * args.head_dim},
-      [&](int64_t, int64_t begin, int64_t end) { rotary_forward_bf16_range(args, begin, end); });
+  on_token_rows(args, rotary_forward_bf16_range);
 }
 
 void rotary_backward(const RotaryMap<float, c10::BFloat16>& args) {
-  on_row_parts(
-      {args.batch * args.time, args.heads * args.head_dim},
-      [&](int64_t, int64_t begin, int64_t end) { rotary_backward_bf16_range(args, begin, end); });
+  on_token_rows(args, rotary_backward_bf16_range);
 }
 
 void rotary_forward(const RotaryMap<c10::BFloat16, c10::BFloat16>& args) {
-  on_row_parts({args.batch * args.time, args.heads * args.head_dim},
-               [&](int64_t, int64_t begin, int64_t end) {
-                 rotary_forward_bf16_rounded_range(args, begin, end);
-               });
+  on_token_rows(args, rotary_forward_bf16_rounded_range);
 }
 
 void rotary_backward(const RotaryMap<c10::BFloat16, c10::BFloat16>& args) {
-  on_row_parts({args.batch * args.time, args.heads * args.head_dim},
-               [&](int64_t, int64_t begin, int64_t end) {
-                 rotary_backward_bf16_rounded_range(args, begin, end);
-               });
+  on_token_rows(args, rotary_backward_bf16_rounded_range);
 }
 
 void swiglu_forward(const float* gate, const float* up, float* output, int64_t count) {

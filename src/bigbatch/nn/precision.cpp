@@ -74,6 +74,11 @@ void check_precision_supported(Precision precision, torch::DeviceType device_typ
 #endif
 }
 
+bool cpu_autocast_to_bf16() {
+  return compat::autocast_enabled(torch::kCPU) &&
+         compat::autocast_dtype(torch::kCPU) == torch::kBFloat16;
+}
+
 AutocastState AutocastState::capture() {
   AutocastState state;
   state.cpu_enabled = compat::autocast_enabled(torch::kCPU);

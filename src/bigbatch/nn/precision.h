@@ -41,6 +41,9 @@ struct AutocastState {
   bool any_enabled() const { return cpu_enabled || cuda_enabled; }
 };
 
+/// Whether CPU autocast is on, to bfloat16, on this thread: where CPU products compute in bf16.
+bool cpu_autocast_to_bf16();
+
 /// Runs forward passes under autocast for its lifetime, like `with torch.autocast(...)`:
 ///   {
 ///     nn::AutocastGuard autocast(nn::Precision::kBf16, torch::kCPU);

@@ -139,6 +139,14 @@ void read_models(ConfigReader& c, TrainConfig& t) {
                    ResumeChange::kFree),
       "model.fp32_matmul");
   nn::check_fp32_matmul_usable(t.job.fp32_matmul, c.source() + ": model.fp32_matmul");
+  t.job.row_split = nn::parse_row_split(
+      c.get_choice("model.row_split", nn::to_string(t.job.row_split), {"auto", "never", "always"},
+                   "bf16 matrix products on the CPU split by rows, one part per thread, where "
+                   "oneDNN would run them on one: auto = per shape, where its first product "
+                   "found the split faster and bitwise the same, never = oneDNN's own threading, "
+                   "always = every product of 64 or more rows",
+                   ResumeChange::kFree),
+      "model.row_split");
   t.job.attention = nn::parse_attention_kernel(
       c.get_choice("model.attention", nn::to_string(t.job.attention),
                    {"auto", "fused", "composite"},

@@ -87,10 +87,16 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                       "; weights, gradients and accumulation in float32"));
   if (options.precision == nn::Precision::kBf16) {
     const bool fp32_kernels = nn::bf16_matmul() == nn::Bf16Matmul::kFp32;
+    const std::string split =
+        options.row_split == nn::RowSplit::kNever ? ""
+        : options.row_split == nn::RowSplit::kAlways
+            ? ", split by rows over the threads"
+            : ", split by rows over the threads where faster and bitwise the same";
     table.add("bf16 matmuls", fp32_kernels ? "fp32 kernels" : "native",
               cat(fp32_kernels ? "bf16-rounded operands and results, fp32 arithmetic"
-                               : "oneDNN's bf16 kernels",
-                  " (bf16_matmul = \"", nn::to_string(options.bf16_matmul), "\")"));
+                               : "oneDNN's bf16 kernels" + split,
+                  " (bf16_matmul = \"", nn::to_string(options.bf16_matmul), "\", row_split = \"",
+                  nn::to_string(options.row_split), "\")"));
   }
   const bool cpu = options.device.is_cpu();
   if (cpu && options.precision == nn::Precision::kFp32 && by_dtype.count("Float") > 0) {

@@ -22,6 +22,7 @@
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/precision.h"
+#include "bigbatch/nn/row_split_products.h"
 
 namespace bigbatch::job {
 
@@ -85,7 +86,8 @@ struct TrainingJobOptions {
   c10::Device device = c10::Device(c10::kCPU);
   nn::Precision precision = nn::Precision::kFp32;  ///< autocast of every forward pass
   nn::Bf16Matmul bf16_matmul = nn::Bf16Matmul::kAuto;
-  nn::Fp32Matmul fp32_matmul = nn::Fp32Matmul::kAuto;          ///< kernels of the float32 products
+  nn::Fp32Matmul fp32_matmul = nn::Fp32Matmul::kAuto;  ///< kernels of the float32 products
+  nn::RowSplit row_split = nn::RowSplit::kAuto;  ///< bf16 CPU products split by rows over threads
   nn::AttentionKernel attention = nn::AttentionKernel::kAuto;  ///< of the transformers
   nn::BlockKernel block_kernel = nn::BlockKernel::kAuto;       ///< of the transformers' blocks
   /// Threads: the backend of the model's fp32 work (oneDNN for convolutions); 0 = automatic.

@@ -64,6 +64,7 @@ ThreadRequest thread_request(const TrainingJobOptions& options, int64_t sharers)
 ThreadSettings apply_thread_options(const TrainingJobOptions& options, int64_t processes) {
   nn::set_bf16_matmul(options.bf16_matmul);
   nn::set_fp32_matmul(options.fp32_matmul, "TrainingJobOptions.fp32_matmul");
+  nn::set_row_split(options.row_split);
   nn::set_attention_kernel(options.attention, "TrainingJobOptions.attention");
   nn::set_block_kernel(options.block_kernel);
   return apply_threads(

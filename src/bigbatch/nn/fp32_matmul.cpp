@@ -12,6 +12,7 @@
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/linear_function.h"
+#include "bigbatch/nn/row_split_products.h"
 
 #if TORCH_VERSION_MAJOR >= 2 && AT_MKLDNN_ENABLED() && defined(__x86_64__)
 #define BIGBATCH_ONEDNN_FP32 1
@@ -203,6 +204,8 @@ Tensor onednn_mm(const Tensor& a, const Tensor& b) {
 }
 
 void gemm_into(const Tensor& result, const Tensor& a, const Tensor& b, bool accumulate) {
+  if (split_product_into(result, a, b, accumulate))
+    return;
   if (onednn_product(a, b, result)) {
     onednn_into(result, a, b, accumulate);
     return;
@@ -215,6 +218,11 @@ void gemm_into(const Tensor& result, const Tensor& a, const Tensor& b, bool accu
 }
 
 Tensor gemm(const Tensor& a, const Tensor& b) {
+  if (row_split_operands(a, b)) {
+    const Tensor result = at::empty({a.size(0), b.size(1)}, a.options());  // (n, m)
+    gemm_into(result, a, b);
+    return result;
+  }
   if (!onednn_product(a, b, Tensor()))
     return at::mm(a, b);
   const Tensor result = at::empty({a.size(0), b.size(1)}, a.options());  // (n, m)

@@ -1,0 +1,62 @@
+// bf16 matrix products split by rows over the OpenMP threads, where oneDNN would run them on one.
+//
+// On 2 threads oneDNN's AMX matmul (LibTorch 2.15) runs some mid-sized products on one thread:
+// (1024 x 576) @ (576 x 576) and (1024 x 1536) @ (1536 x 576), the 30M Llama's q, o and down
+// projections and its gate and up input gradients, took as long on 2 threads as on 1, while
+// (1024 x 576) @ (576 x 1536) ran 2.3x faster on 2. Splitting the rows of the first operand in one
+// part per thread, each part a one-thread product of its own, ran those 1.3-1.7x faster and gave
+// the same bits (docs/BENCHMARKS.md). Which shapes oneDNN runs on one thread depends on its
+// version and the CPU, so the split is chosen per shape by trying both at the shape's first
+// product: it is kept only where it was faster and its result bitwise the unsplit one's, so the
+// choice never changes a result.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace bigbatch::nn {
+
+/// When gemm() and gemm_into() split a bf16 product by rows.
+enum class RowSplit {
+  kAuto,    ///< where the shape's first product found it faster and bitwise the same
+  kNever,   ///< never: oneDNN's own threading
+  kAlways,  ///< wherever it can (tests, measurements)
+};
+
+/// Reads "auto" | "never" | "always"; anything else throws InputError naming `field` and `text`.
+RowSplit parse_row_split(const std::string& text, const std::string& field);
+/// The config spelling: "auto", "never" or "always".
+std::string to_string(RowSplit mode);
+
+/// Sets the process-wide choice (default kAuto). Safe from any thread.
+void set_row_split(RowSplit mode);
+/// The process-wide choice.
+RowSplit row_split();
+
+/// Whether split_product_into() can take a product of these operands (into a contiguous bf16
+/// result): `a` (n, k) and `b` (k, m) bf16 CPU matrices, a's rows contiguous (stride 1 along k), n
+/// at least 64 rows, row_split() not kNever, more than one OpenMP thread and outside a parallel
+/// region.
+bool row_split_operands(const torch::Tensor& a, const torch::Tensor& b);
+
+/// result = a @ b (+ result where `accumulate`) with a's rows in one part per OpenMP thread,
+/// where row_split_operands(), `result` is a contiguous bf16 (n, m) and row_split() and the
+/// shape's trial say so. Returns whether it computed the product; false
+/// leaves `result` untouched for the caller's own product. At a shape's first product under
+/// kAuto it times both ways (the result is the unsplit product) and remembers the choice; after 64
+/// shapes tried, new shapes run unsplit.
+/// a (n, k), b (k, m), result (n, m)
+bool split_product_into(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
+                        bool accumulate);
+
+/// How many shapes have been tried so far, and in how many of them the split was kept.
+struct RowSplitCounts {
+  int64_t tried = 0;
+  int64_t split = 0;
+};
+/// The trials of this process so far.
+RowSplitCounts row_split_counts();
+
+}  // namespace bigbatch::nn

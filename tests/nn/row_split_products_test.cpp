@@ -1,0 +1,103 @@
+// nn/row_split_products: bf16 products split by rows over the threads: within rounding of the
+// unsplit product where forced, bitwise it under auto (nn::gemm and nn::gemm_into, which try each
+// shape once), and left to the caller where they cannot be split.
+#include "bigbatch/nn/row_split_products.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "bigbatch/core/check.h"
+#include "bigbatch/nn/fp32_matmul.h"
+#include "scoped_setting.h"
+
+namespace bigbatch::nn {
+namespace {
+
+using testing::ScopedSetting;
+using torch::Tensor;
+
+/// Two OpenMP threads and `mode` for one test.
+struct Settings {
+  explicit Settings(RowSplit mode)
+      : threads(at::get_num_threads, at::set_num_threads, 2),
+        split(row_split, set_row_split, mode) {}
+  ScopedSetting<int> threads;
+  ScopedSetting<RowSplit> split;
+};
+
+Tensor bf16(std::initializer_list<int64_t> sizes) {
+  return torch::randn(sizes).to(torch::kBFloat16);
+}
+
+TEST(RowSplitProducts, AlwaysSplitsTheRowsOnePartPerThreadWithinRounding) {
+  const Settings settings(RowSplit::kAlways);
+  torch::manual_seed(3);
+  // 200 rows: parts of 128 and 72 (whole blocks of 32 rows, the last one short).
+  const Tensor a = bf16({200, 96});                               // (n, k)
+  for (const Tensor& b : {bf16({96, 80}), bf16({80, 96}).t()}) {  // (k, m), row- or column-major
+    const Tensor plain = at::mm(a, b);                            // (n, m)
+    const Tensor split = at::empty_like(plain);
+    ASSERT_TRUE(split_product_into(split, a, b, /*accumulate=*/false));
+    EXPECT_TRUE(torch::allclose(split.to(torch::kFloat), plain.to(torch::kFloat), 1e-2, 1e-2));
+    const Tensor base = bf16({200, 80});
+    const Tensor sum = base.clone();
+    ASSERT_TRUE(split_product_into(sum, a, b, /*accumulate=*/true));
+    EXPECT_TRUE(
+        torch::allclose(sum.to(torch::kFloat), base.addmm(a, b).to(torch::kFloat), 1e-2, 2e-2));
+    EXPECT_TRUE(torch::equal(gemm(a, b), split));  // gemm() takes the same path
+  }
+}
+
+TEST(RowSplitProducts, AutoTriesEachShapeOnceAndGivesTheUnsplitBits) {
+  const Settings settings(RowSplit::kAuto);
+  torch::manual_seed(4);
+  const Tensor b = bf16({72, 40}).t();  // (72, 40) transposed: (k, m) = (40, 72)
+  const RowSplitCounts before = row_split_counts();
+  for (int call = 0; call < 3; ++call) {  // the first call tries; the others use its choice
+    const Tensor a = bf16({168, 40});     // (n, k): a shape no other test uses
+    EXPECT_TRUE(torch::equal(gemm(a, b), at::mm(a, b))) << "call " << call;
+    const Tensor base = bf16({168, 72});
+    const Tensor sum = base.clone();
+    gemm_into(sum, a, b, /*accumulate=*/true);
+    EXPECT_TRUE(torch::equal(sum, base.addmm(a, b))) << "call " << call;
+  }
+  const RowSplitCounts after = row_split_counts();
+  EXPECT_EQ(after.tried - before.tried, 2);  // the product and the product added to a result
+  EXPECT_LE(after.split - before.split, 2);
+}
+
+TEST(RowSplitProducts, WhatCannotBeSplitIsLeftToTheCaller) {
+  const Settings settings(RowSplit::kAlways);
+  const Tensor a = bf16({128, 32}), b = bf16({32, 16});  // (n, k), (k, m)
+  const Tensor result = torch::full({128, 16}, 7.0).to(torch::kBFloat16);
+  const auto refused = [&](const Tensor& into, const Tensor& left, const Tensor& right) {
+    return !split_product_into(into, left, right, false) && (result == 7).all().item<bool>();
+  };
+  EXPECT_TRUE(row_split_operands(a, b));
+  EXPECT_TRUE(refused(result, a.to(torch::kFloat), b));                  // float32
+  EXPECT_TRUE(refused(result, bf16({32, 128}).t(), b));                  // a's rows strided
+  EXPECT_TRUE(refused(result.narrow(0, 0, 63), a.narrow(0, 0, 63), b));  // under 64 rows
+  EXPECT_TRUE(refused(result, a, bf16({32, 17})));                       // result of another shape
+  EXPECT_TRUE(refused(bf16({16, 128}).t(), a, b));                       // result not contiguous
+  {
+    const ScopedSetting<int> one(at::get_num_threads, at::set_num_threads, 1);
+    EXPECT_TRUE(refused(result, a, b));
+  }
+  set_row_split(RowSplit::kNever);
+  EXPECT_TRUE(refused(result, a, b));
+}
+
+TEST(RowSplitProducts, ConfigSpellings) {
+  for (const RowSplit mode : {RowSplit::kAuto, RowSplit::kNever, RowSplit::kAlways})
+    EXPECT_EQ(parse_row_split(to_string(mode), "model.row_split"), mode);
+  try {
+    parse_row_split("rows", "model.row_split");
+    FAIL() << "no throw";
+  } catch (const bigbatch::InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "model.row_split must be \"auto\", \"never\" or \"always\", got \"rows\"");
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch::nn

@@ -3,10 +3,10 @@
 // On 2 threads oneDNN's AMX matmul (LibTorch 2.15) runs some mid-sized products on one thread:
 // (1024 x 576) @ (576 x 576) and (1024 x 1536) @ (1536 x 576), the 30M Llama's q, o and down
 // projections and its gate and up input gradients, took as long on 2 threads as on 1, while
-// (1024 x 576) @ (576 x 1536) ran 2.3x faster on 2. Splitting the rows of the first operand in one
-// part per thread, each part a one-thread product of its own, ran those 1.3-1.7x faster and gave
-// the same bits (docs/BENCHMARKS.md). Which shapes oneDNN runs on one thread depends on its
-// version and the CPU, so the split is chosen per shape by trying both at the shape's first
+// (1024 x 576) @ (576 x 1536) ran 2.1-2.2x faster on 2. Splitting the rows of the first operand
+// in one part per thread, each part a one-thread product of its own, ran those 1.1-1.6x faster
+// and gave the same bits (docs/BENCHMARKS.md). Which shapes oneDNN runs on one thread depends on
+// its version and the CPU, so the split is chosen per shape by trying both at the shape's first
 // product: it is kept only where it was faster and its result bitwise the unsplit one's, so the
 // choice never changes a result.
 #pragma once

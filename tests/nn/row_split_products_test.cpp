@@ -5,6 +5,7 @@
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/fp32_matmul.h"
@@ -64,6 +65,32 @@ TEST(RowSplitProducts, AutoTriesEachShapeOnceAndGivesTheUnsplitBits) {
   const RowSplitCounts after = row_split_counts();
   EXPECT_EQ(after.tried - before.tried, 2);  // the product and the product added to a result
   EXPECT_LE(after.split - before.split, 2);
+}
+
+TEST(RowSplitProducts, BiasProductsSplitWithinRoundingAndBitwiseUnderAuto) {
+  torch::manual_seed(5);
+  const Tensor a = bf16({232, 48});                    // (n, k): a shape no other test uses
+  const Tensor w = bf16({56, 48}), bias = bf16({56});  // (m, k), (m)
+  Tensor unsplit;                                      // (n, m)
+  {
+    const Settings never(RowSplit::kNever);
+    unsplit = gemm_bias(bias, a, w.t());
+  }
+  {
+    const Settings always(RowSplit::kAlways);
+    const Tensor split = at::empty({232, 56}, a.options());
+    ASSERT_TRUE(split_product_with_bias_into(split, bias, a, w.t(), [&] { return unsplit; }));
+    EXPECT_TRUE(torch::allclose(split.to(torch::kFloat), unsplit.to(torch::kFloat), 1e-2, 2e-2));
+    EXPECT_FALSE(split_product_with_bias_into(split, bias.to(torch::kFloat), a, w.t(),
+                                              [&] { return unsplit; }));  // a float32 bias
+  }
+  const Settings automatic(RowSplit::kAuto);
+  const RowSplitCounts before = row_split_counts();
+  for (int call = 0; call < 3; ++call)
+    EXPECT_TRUE(torch::equal(gemm_bias(bias, a, w.t()), unsplit)) << "call " << call;
+#if TORCH_VERSION_MAJOR >= 2  // where gemm_bias puts a bf16 bias inside oneDNN's linear
+  EXPECT_EQ(row_split_counts().tried - before.tried, 1);
+#endif
 }
 
 TEST(RowSplitProducts, WhatCannotBeSplitIsLeftToTheCaller) {

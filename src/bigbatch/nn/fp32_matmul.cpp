@@ -275,8 +275,15 @@ Tensor gemm_bias(const Tensor& bias, const Tensor& a, const Tensor& b) {
 #if TORCH_VERSION_MAJOR >= 2
   // In bf16, at::addmm copies the bias into every row of the result before the product adds to
   // it: a pass over the result that oneDNN's linear does in the product's epilogue.
-  if (bias_in_the_product(bias, a, b))
+  if (bias_in_the_product(bias, a, b)) {
+    if (row_split_operands(a, b)) {
+      const Tensor result = at::empty({a.size(0), b.size(1)}, a.options());  // (n, m)
+      if (split_product_with_bias_into(result, bias, a, b,
+                                       [&] { return linear_with_bias(bias, a, b); }))
+        return result;
+    }
     return linear_with_bias(bias, a, b);
+  }
 #endif
   if (!onednn_product(a, b, bias))
     return at::addmm(bias, a, b);

@@ -28,9 +28,20 @@ constexpr double kKeepBelow = 0.9;
 /// (a BERT's micro-batches without their padding) would otherwise try every product.
 constexpr int64_t kMostTrials = 64;
 
-/// What a product's choice depends on besides its values: n, k, m, b row-major, accumulate,
-/// threads.
-using ShapeKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int>;
+/// What a product's choice depends on besides its values: n, k, m, b row-major, what it adds
+/// (Addend), threads.
+using ShapeKey = std::tuple<int64_t, int64_t, int64_t, bool, int, int>;
+
+/// What a product adds to a @ b.
+enum Addend : int { kNothing = 0, kResult = 1, kBias = 2 };
+
+/// One product to compute and what it adds.
+struct Product {
+  Addend addend = kNothing;
+  const torch::Tensor* bias = nullptr;  ///< (m), for kBias
+  /// The unsplit product into the whole result, as the caller computes it without a split.
+  std::function<void(const torch::Tensor& result)> whole;
+};
 
 struct Trials {
   std::mutex mutex;
@@ -43,20 +54,22 @@ Trials& trials() {
   return instance;
 }
 
-/// result (+)= a @ b, at::mm_out or addmm_.
-void product(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
-             bool accumulate) {
-  torch::Tensor out = result;
-  if (accumulate)
-    out.addmm_(a, b);
+/// Rows of the product into `out`: rows @ b, + out (kResult) or + bias (kBias).
+void part_product(const torch::Tensor& out, const torch::Tensor& rows, const torch::Tensor& b,
+                  const Product& product) {
+  torch::Tensor into = out;
+  if (product.addend == kResult)
+    into.addmm_(rows, b);
+  else if (product.addend == kBias)
+    at::addmm_out(into, *product.bias, rows, b);
   else
-    at::mm_out(out, a, b);
+    at::mm_out(into, rows, b);
 }
 
 /// The product with a's rows in at::get_num_threads() parts of whole kRowAlignment blocks, each
 /// a one-thread product (nested in the parallel region, oneDNN runs on the calling thread).
 void split_product(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
-                   bool accumulate) {
+                   const Product& product) {
   const int64_t rows = a.size(0);
   const int64_t parts = at::get_num_threads();
   const int64_t blocks = (rows + kRowAlignment - 1) / kRowAlignment;
@@ -66,7 +79,7 @@ void split_product(const torch::Tensor& result, const torch::Tensor& a, const to
       const int64_t first = part * per_part;
       const int64_t count = std::min(per_part, rows - first);
       if (count > 0)
-        product(result.narrow(0, first, count), a.narrow(0, first, count), b, accumulate);
+        part_product(result.narrow(0, first, count), a.narrow(0, first, count), b, product);
     }
   });
 }
@@ -80,18 +93,19 @@ double seconds(const std::function<void()>& run) {
 /// Times both ways into `result` (left as the unsplit product) and a scratch copy; whether the
 /// split was faster and bitwise the same.
 bool try_split(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
-               bool accumulate) {
-  const torch::Tensor before = accumulate ? result.clone() : torch::Tensor();
+               const Product& product) {
+  const bool adds_result = product.addend == kResult;
+  const torch::Tensor before = adds_result ? result.clone() : torch::Tensor();
   const torch::Tensor scratch = at::empty_like(result);
   const auto unsplit = [&] {
-    if (accumulate)
+    if (adds_result)
       result.copy_(before);
-    product(result, a, b, accumulate);
+    product.whole(result);
   };
   const auto split = [&] {
-    if (accumulate)
+    if (adds_result)
       scratch.copy_(before);
-    split_product(scratch, a, b, accumulate);
+    split_product(scratch, a, b, product);
   };
   split();  // the first call of each way builds oneDNN's kernels for its shape
   unsplit();
@@ -146,17 +160,20 @@ bool row_split_operands(const torch::Tensor& a, const torch::Tensor& b) {
          at::get_num_threads() > 1 && !at::in_parallel_region();
 }
 
-bool split_product_into(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
-                        bool accumulate) {
+namespace {
+
+/// split_product_into and split_product_with_bias_into, `product` saying what is added.
+bool split_into(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
+                const Product& product) {
   if (!row_split_operands(a, b) || !bf16_cpu_matrix(result) || !result.is_contiguous() ||
       result.size(0) != a.size(0) || result.size(1) != b.size(1))
     return false;
   if (row_split() == RowSplit::kAlways) {
-    split_product(result, a, b, accumulate);
+    split_product(result, a, b, product);
     return true;
   }
-  const ShapeKey key{a.size(0),         a.size(1),  b.size(1),
-                     b.is_contiguous(), accumulate, at::get_num_threads()};
+  const ShapeKey key{a.size(0),         a.size(1),      b.size(1),
+                     b.is_contiguous(), product.addend, at::get_num_threads()};
   Trials& all = trials();
   std::optional<bool> known;
   {
@@ -170,16 +187,41 @@ bool split_product_into(const torch::Tensor& result, const torch::Tensor& a, con
   if (known) {
     if (!*known)
       return false;
-    split_product(result, a, b, accumulate);
+    split_product(result, a, b, product);
     return true;
   }
-  const bool keep = try_split(result, a, b, accumulate);  // `result` holds the unsplit product
+  const bool keep = try_split(result, a, b, product);  // `result` holds the unsplit product
   const std::lock_guard<std::mutex> lock(all.mutex);
   if (all.split.emplace(key, keep).second) {
     ++all.counts.tried;
     all.counts.split += keep ? 1 : 0;
   }
   return true;
+}
+
+}  // namespace
+
+bool split_product_into(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
+                        bool accumulate) {
+  Product product;
+  product.addend = accumulate ? kResult : kNothing;
+  product.whole = [&](const torch::Tensor& into) { part_product(into, a, b, product); };
+  return split_into(result, a, b, product);
+}
+
+bool split_product_with_bias_into(const torch::Tensor& result, const torch::Tensor& bias,
+                                  const torch::Tensor& a, const torch::Tensor& b,
+                                  const std::function<torch::Tensor()>& unsplit) {
+  const bool bias_fits = bias.defined() && bias.dim() == 1 && bias.device().is_cpu() &&
+                         bias.scalar_type() == torch::kBFloat16 && bias.is_contiguous() &&
+                         b.dim() == 2 && bias.size(0) == b.size(1);
+  if (!bias_fits)
+    return false;
+  Product product;
+  product.addend = kBias;
+  product.bias = &bias;
+  product.whole = [&](const torch::Tensor& into) { into.copy_(unsplit()); };
+  return split_into(result, a, b, product);
 }
 
 RowSplitCounts row_split_counts() {

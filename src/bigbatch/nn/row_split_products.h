@@ -14,11 +14,12 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace bigbatch::nn {
 
-/// When gemm() and gemm_into() split a bf16 product by rows.
+/// When gemm(), gemm_into() and gemm_bias() (nn/fp32_matmul) split a bf16 product by rows.
 enum class RowSplit {
   kAuto,    ///< where the shape's first product found it faster and bitwise the same
   kNever,   ///< never: oneDNN's own threading
@@ -50,6 +51,14 @@ bool row_split_operands(const torch::Tensor& a, const torch::Tensor& b);
 /// a (n, k), b (k, m), result (n, m)
 bool split_product_into(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
                         bool accumulate);
+
+/// result = bias + a @ b (the bias broadcast over the rows) with a's rows in one part per OpenMP
+/// thread, each part at::addmm_out, as split_product_into decides; the unsplit product, for the
+/// trial, is `unsplit()` (the caller's own, for example oneDNN's linear with the bias inside).
+/// bias (m) bf16 contiguous, a (n, k), b (k, m), result (n, m)
+bool split_product_with_bias_into(const torch::Tensor& result, const torch::Tensor& bias,
+                                  const torch::Tensor& a, const torch::Tensor& b,
+                                  const std::function<torch::Tensor()>& unsplit);
 
 /// How many shapes have been tried so far, and in how many of them the split was kept.
 struct RowSplitCounts {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bigbatch/nn/fp32_matmul.h"
+#include "product_shape.h"
 #include "timing.h"
 
 namespace {
@@ -24,18 +25,11 @@ using bigbatch::bench::median;
 using bigbatch::bench::time_ms;
 using torch::Tensor;
 
-/// One product: a (n, k) times b (k, m), either operand stored transposed, as the models use them.
-struct Shape {
-  const char* what;
-  int64_t n, k, m;
-  bool a_transposed, b_transposed;
-};
+using Shape = bigbatch::bench::ProductShape;
 
 void time_shape(const Shape& shape, int reps) {
-  const Tensor a = shape.a_transposed ? torch::randn({shape.k, shape.n}).t()
-                                      : torch::randn({shape.n, shape.k});  // (n, k)
-  const Tensor b = shape.b_transposed ? torch::randn({shape.m, shape.k}).t()
-                                      : torch::randn({shape.k, shape.m});  // (k, m)
+  const Tensor a = shape.a(torch::kFloat);  // (n, k)
+  const Tensor b = shape.b(torch::kFloat);  // (k, m)
   Tensor blas = torch::empty({shape.n, shape.m}), onednn = torch::empty({shape.n, shape.m});
   const auto run_blas = [&] { at::mm_out(blas, a, b); };
   const auto run_onednn = [&] { onednn = bigbatch::nn::onednn_mm(a, b); };
@@ -46,15 +40,13 @@ void time_shape(const Shape& shape, int reps) {
     blas_ms.push_back(time_ms(run_blas));
     onednn_ms.push_back(time_ms(run_onednn));
   }
-  const double flop = 2.0 * double(shape.n) * double(shape.k) * double(shape.m);
+  const double flop = shape.flop();
   const double scale = blas.abs().max().item<double>();
   const double difference = (blas - onednn).abs().max().item<double>() / scale;
   std::printf("%-34s %5lld x %5lld x %5lld %-5s | %7.1f | %7.1f | %5.2fx | %.1e\n", shape.what,
               static_cast<long long>(shape.n), static_cast<long long>(shape.k),
-              static_cast<long long>(shape.m),
-              shape.a_transposed ? "a^T" : (shape.b_transposed ? "b^T" : ""),
-              flop / median(blas_ms) / 1e6, flop / median(onednn_ms) / 1e6,
-              median(blas_ms) / median(onednn_ms), difference);
+              static_cast<long long>(shape.m), shape.layout(), flop / median(blas_ms) / 1e6,
+              flop / median(onednn_ms) / 1e6, median(blas_ms) / median(onednn_ms), difference);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bigbatch/nn/row_split_products.h"
+#include "product_shape.h"
 #include "timing.h"
 
 namespace {
@@ -24,21 +25,11 @@ using bigbatch::bench::median;
 using bigbatch::bench::time_ms;
 using torch::Tensor;
 
-/// One product: a (n, k) times b (k, m), b a transposed weight (a Linear's forward) or row-major
-/// (an input gradient), a transposed where the model reads it so (a weight gradient).
-struct Shape {
-  const char* what;
-  int64_t n, k, m;
-  bool a_transposed, b_transposed;
-};
-
-Tensor bf16(std::initializer_list<int64_t> sizes) {
-  return torch::randn(sizes).to(torch::kBFloat16);
-}
+using Shape = bigbatch::bench::ProductShape;
 
 void time_shape(const Shape& shape, int reps, int threads) {
-  const Tensor a = shape.a_transposed ? bf16({shape.k, shape.n}).t() : bf16({shape.n, shape.k});
-  const Tensor b = shape.b_transposed ? bf16({shape.m, shape.k}).t() : bf16({shape.k, shape.m});
+  const Tensor a = shape.a(torch::kBFloat16);  // (n, k)
+  const Tensor b = shape.b(torch::kBFloat16);  // (k, m)
   Tensor unsplit = torch::empty({shape.n, shape.m}, a.options());
   const Tensor split = torch::empty({shape.n, shape.m}, a.options());
   const auto run_unsplit = [&] { at::mm_out(unsplit, a, b); };
@@ -58,15 +49,14 @@ void time_shape(const Shape& shape, int reps, int threads) {
     unsplit_ms.push_back(time_ms(run_unsplit));
     split_ms.push_back(time_ms(run_split));
   }
-  const double flop = 2.0 * double(shape.n) * double(shape.k) * double(shape.m);
+  const double flop = shape.flop();
   const std::string split_rate =
       splits ? std::to_string(std::lround(flop / median(split_ms) / 1e6)) : "-";
   const std::string speedup =
       splits ? std::to_string(median(unsplit_ms) / median(split_ms)).substr(0, 4) + "x" : "-";
   std::printf("%-32s %5lld x %5lld x %5lld %-3s | %5ld | %5ld | %5s | %5s | %s\n", shape.what,
               static_cast<long long>(shape.n), static_cast<long long>(shape.k),
-              static_cast<long long>(shape.m),
-              shape.a_transposed ? "a^T" : (shape.b_transposed ? "b^T" : ""),
+              static_cast<long long>(shape.m), shape.layout(),
               std::lround(flop / median(one_ms) / 1e6),
               std::lround(flop / median(unsplit_ms) / 1e6), split_rate.c_str(), speedup.c_str(),
               !splits ? "not split (a^T)" : (torch::equal(split, unsplit) ? "yes" : "no"));

@@ -122,46 +122,6 @@ bool bf16_cpu_matrix(const torch::Tensor& t) {
          t.scalar_type() == torch::kBFloat16;
 }
 
-}  // namespace
-
-RowSplit parse_row_split(const std::string& text, const std::string& field) {
-  if (text == "auto")
-    return RowSplit::kAuto;
-  if (text == "never")
-    return RowSplit::kNever;
-  if (text == "always")
-    return RowSplit::kAlways;
-  throw InputError(cat(field, " must be \"auto\", \"never\" or \"always\", got \"", text, "\""));
-}
-
-std::string to_string(RowSplit mode) {
-  switch (mode) {
-    case RowSplit::kAuto:
-      return "auto";
-    case RowSplit::kNever:
-      return "never";
-    case RowSplit::kAlways:
-      return "always";
-  }
-  return "?";
-}
-
-void set_row_split(RowSplit mode) {
-  process_choice.store(mode);
-}
-
-RowSplit row_split() {
-  return process_choice.load();
-}
-
-bool row_split_operands(const torch::Tensor& a, const torch::Tensor& b) {
-  return row_split() != RowSplit::kNever && bf16_cpu_matrix(a) && bf16_cpu_matrix(b) &&
-         a.stride(1) == 1 && a.size(1) == b.size(0) && a.size(0) >= 2 * kRowAlignment &&
-         at::get_num_threads() > 1 && !at::in_parallel_region();
-}
-
-namespace {
-
 /// split_product_into and split_product_with_bias_into, `product` saying what is added.
 bool split_into(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
                 const Product& product) {
@@ -200,6 +160,42 @@ bool split_into(const torch::Tensor& result, const torch::Tensor& a, const torch
 }
 
 }  // namespace
+
+RowSplit parse_row_split(const std::string& text, const std::string& field) {
+  if (text == "auto")
+    return RowSplit::kAuto;
+  if (text == "never")
+    return RowSplit::kNever;
+  if (text == "always")
+    return RowSplit::kAlways;
+  throw InputError(cat(field, " must be \"auto\", \"never\" or \"always\", got \"", text, "\""));
+}
+
+std::string to_string(RowSplit mode) {
+  switch (mode) {
+    case RowSplit::kAuto:
+      return "auto";
+    case RowSplit::kNever:
+      return "never";
+    case RowSplit::kAlways:
+      return "always";
+  }
+  return "?";
+}
+
+void set_row_split(RowSplit mode) {
+  process_choice.store(mode);
+}
+
+RowSplit row_split() {
+  return process_choice.load();
+}
+
+bool row_split_operands(const torch::Tensor& a, const torch::Tensor& b) {
+  return row_split() != RowSplit::kNever && bf16_cpu_matrix(a) && bf16_cpu_matrix(b) &&
+         a.stride(1) == 1 && a.size(1) == b.size(0) && a.size(0) >= 2 * kRowAlignment &&
+         at::get_num_threads() > 1 && !at::in_parallel_region();
+}
 
 bool split_product_into(const torch::Tensor& result, const torch::Tensor& a, const torch::Tensor& b,
                         bool accumulate) {

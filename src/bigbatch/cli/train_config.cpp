@@ -235,6 +235,11 @@ void read_memory(ConfigReader& c, TrainConfig& t) {
       "memory.budget", "", "tensor memory allowed, e.g. \"1.5GiB\"; over it is out of memory",
       ResumeChange::kPermitted);
   t.job.memory_budget = budget.empty() ? 0 : parse_bytes(budget, "memory.budget");
+  t.job.reuse_freed_blocks =
+      c.get_bool("memory.reuse_freed_blocks", t.job.reuse_freed_blocks,
+                 "keep freed CPU tensor blocks for the next tensors of about their size instead of "
+                 "returning them to malloc",
+                 ResumeChange::kPermitted);
   BB_CHECK_INPUT(!t.job.auto_micro_batch || t.job.memory_budget > 0, c.source(),
                  ": batch.micro_batch = \"auto\" needs memory.budget (for example \"2GiB\")");
 }

@@ -275,6 +275,7 @@ JobResult TrainingJob::run(std::ostream& terminal) {
   PreparedRun run;
   run.facts.threads = apply_thread_options(options_, worker ? worker->local_world_size : 1);
   memory::MemoryTracker::instance().install();  // before any tensor exists: every byte counts
+  memory::MemoryTracker::instance().set_reuse_freed_blocks(options_.reuse_freed_blocks);
   // One GPU per rank, current before NCCL creates its communicators and streams on it.
   if (worker)
     options_.device = rank_device(options_.device, worker->local_rank, cuda_availability());

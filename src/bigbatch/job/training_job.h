@@ -72,6 +72,8 @@ struct TrainingJobOptions {
   /// (job::choose_concurrent_micro_batches) instead of taking it as set.
   bool auto_concurrent_micro_batches = false;
   int64_t memory_budget = 0;  ///< bytes of tensor memory allowed on `device`; 0 = unlimited
+  /// Keep freed CPU tensor blocks for reuse (MemoryTracker::set_reuse_freed_blocks).
+  bool reuse_freed_blocks = true;
   /// Passes over the training split; > 0 replaces trainer.total_steps with epochs x windows.
   int64_t epochs = 0;
   /// The loop: steps, evaluation, clipping, non-finite windows, prefetch, concurrency,

@@ -22,6 +22,17 @@ constexpr size_t kAlignment = 64;
 static_assert(kAlignment >= c10::gAlignment, "the payload must be as aligned as LibTorch's");
 static_assert(kAlignment >= sizeof(int64_t), "the header must hold the size");
 
+/// Blocks of at least this many payload bytes go through the block cache; smaller ones straight
+/// to malloc, whose small-chunk bins are fast.
+constexpr size_t kCachedFrom = 16 * 1024;
+
+/// What the header before each payload holds.
+struct Header {
+  int64_t bytes;    ///< the payload size counted by the tracker
+  size_t capacity;  ///< the block's capacity in the block cache; 0 for a block from malloc
+};
+static_assert(sizeof(Header) <= kAlignment, "the header must fit before the payload");
+
 /// SetAllocator keeps the allocator of the highest priority; LibTorch's default has 0.
 constexpr uint8_t kPriority = 200;
 
@@ -35,8 +46,9 @@ void raise_to(std::atomic<int64_t>& target, int64_t value) {
 }  // namespace
 
 /// The counting CPU allocator. Each block is [header of kAlignment bytes][payload]; the header
-/// stores the payload size, so data == context and the deleter needs no other state: that is
-/// what raw_allocate()/raw_deallocate() (used by some kernels) require.
+/// stores the payload size and where the block came from, so data == context and the deleter
+/// needs no other state: that is what raw_allocate()/raw_deallocate() (used by some kernels)
+/// require. Blocks of kCachedFrom bytes or more come from the tracker's BlockCache.
 ///
 /// No member says `override`: LibTorch 2.3 made allocate() non-const and added the pure virtual
 /// copy_data(), so both forms of allocate() are declared and each version overrides the one it
@@ -56,8 +68,17 @@ class TrackingAllocator final : public c10::Allocator {
     }
     const auto bytes = static_cast<int64_t>(n);
     tracker.reserve(bytes);  // throws when over the budget
+    Header header{bytes, 0};
     void* block = nullptr;
-    if (posix_memalign(&block, kAlignment, kAlignment + n) != 0) {
+    if (n >= kCachedFrom) {
+      const Block cached =
+          tracker.blocks_.take(BlockCache::capacity_for(kAlignment + n), kAlignment);
+      block = cached.base;
+      header.capacity = cached.capacity;
+    } else if (posix_memalign(&block, kAlignment, kAlignment + n) != 0) {
+      block = nullptr;
+    }
+    if (block == nullptr) {
       tracker.release(bytes);
       tracker.count_oom();
       C10_THROW_ERROR(
@@ -65,7 +86,7 @@ class TrackingAllocator final : public c10::Allocator {
           cat("CPU out of memory: the system refused to allocate ", format_bytes(bytes), " (", n,
               " bytes) with ", format_bytes(tracker.current_bytes()), " of tensors in use"));
     }
-    std::memcpy(block, &bytes, sizeof bytes);
+    std::memcpy(block, &header, sizeof header);
     void* payload = static_cast<char*>(block) + kAlignment;
     tracker.allocations_.fetch_add(1);
     return {payload, payload, &free_block, cpu};
@@ -82,15 +103,20 @@ class TrackingAllocator final : public c10::Allocator {
       std::memcpy(dest, src, count);
   }
 
-  /// The deleter of every block: uncounts the payload size stored in the header and frees.
+  /// The deleter of every block: uncounts the payload size stored in the header and frees the
+  /// block or gives it back to the block cache.
   static void free_block(void* payload) {
     if (payload == nullptr)
       return;
     void* block = static_cast<char*>(payload) - kAlignment;
-    int64_t bytes = 0;
-    std::memcpy(&bytes, block, sizeof bytes);
-    std::free(block);
-    MemoryTracker::instance().release(bytes);
+    Header header{};
+    std::memcpy(&header, block, sizeof header);
+    MemoryTracker& tracker = MemoryTracker::instance();
+    if (header.capacity > 0)
+      tracker.blocks_.give({block, header.capacity});
+    else
+      std::free(block);
+    tracker.release(header.bytes);
   }
 };
 
@@ -134,6 +160,22 @@ void MemoryTracker::install() {
   BB_CHECK(c10::GetCPUAllocator() == &allocator, "another CPU allocator with a priority above ",
            int{kPriority}, " is installed");
   installed_.store(true);
+}
+
+void MemoryTracker::set_reuse_freed_blocks(bool reuse) {
+  blocks_.set_enabled(reuse);
+}
+
+bool MemoryTracker::reuse_freed_blocks() const {
+  return blocks_.enabled();
+}
+
+int64_t MemoryTracker::cached_bytes() const {
+  return blocks_.cached_bytes();
+}
+
+void MemoryTracker::release_cached_blocks() {
+  blocks_.clear();
 }
 
 void MemoryTracker::reset_peak() {

@@ -8,6 +8,8 @@
 #include <functional>
 #include <mutex>
 
+#include "bigbatch/memory/block_cache.h"
+
 namespace bigbatch::memory {
 
 /// The part of a training step that memory is attributed to (see MemoryTracker::set_phase).
@@ -58,6 +60,18 @@ class MemoryTracker {
   /// Sets the peak to the current usage.
   void reset_peak();
 
+  /// Whether freed blocks of 16 KiB or more are kept for the next allocations of about their
+  /// size (BlockCache; default true): LibTorch's CPU tensors then reuse memory instead of going
+  /// through malloc each time. Off frees the cached blocks. Counting and the budget are the same
+  /// either way: they count tensor bytes, never cached ones.
+  void set_reuse_freed_blocks(bool reuse);
+  /// Whether freed blocks are kept.
+  bool reuse_freed_blocks() const;
+  /// Bytes of freed blocks kept for reuse (not counted in current_bytes()).
+  int64_t cached_bytes() const;
+  /// Frees the blocks kept for reuse.
+  void release_cached_blocks();
+
   /// Limits current_bytes(): an allocation that would take it above `bytes` throws
   /// c10::OutOfMemoryError (and allocates nothing). 0 means unlimited; negative is an
   /// InputError. A budget below the current usage only stops further allocations.
@@ -106,6 +120,7 @@ class MemoryTracker {
   std::atomic<int64_t> oom_count_{0};
   std::atomic<int> phase_{static_cast<int>(Phase::kSetup)};
   std::array<std::atomic<int64_t>, kPhaseCount> phase_peaks_{};
+  BlockCache blocks_;
 };
 
 /// Measures the peak over a region: the highest current_bytes() above its value at the start.

@@ -1,0 +1,71 @@
+// Freed CPU tensor blocks kept for the next allocation of about their size. A training loop
+// allocates the same sizes every micro-batch; through malloc each large block costs glibc's
+// large-chunk work (searching, splitting, consolidating) and, after it trims its heap, the
+// kernel's page faults, all on the thread that runs LibTorch's operators while the other OpenMP
+// threads wait (docs/BENCHMARKS.md, "Freed tensor blocks reused").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace bigbatch::memory {
+
+/// A block from posix_memalign: where it starts and how many bytes it holds.
+struct Block {
+  void* base = nullptr;
+  size_t capacity = 0;
+};
+
+/// Freed blocks by capacity, handed out again for requests of about their size. A cached block
+/// serves a request of `capacity` bytes when it holds at most capacity + capacity / 8; of equal
+/// blocks, the one freed last (warm in the caches). Before a new block is allocated, cached
+/// blocks are freed (largest first) until the blocks in use and cached together fit within 1.5x
+/// the most ever in use: the backward pass frees blocks of other sizes than the forward pass
+/// allocates, and with 1x they would evict each other every micro-batch. Thread-safe; one mutex.
+class BlockCache {
+ public:
+  /// Blocks are whole pages: `bytes` rounded up to a multiple of kPage.
+  static constexpr size_t kPage = 4096;
+
+  /// The capacity take() is asked for to hold `bytes`: `bytes` rounded up to whole pages.
+  static size_t capacity_for(size_t bytes);
+
+  /// A block of at least `capacity` bytes (a multiple of kPage), aligned to `alignment`: a
+  /// cached one where one fits, a new one otherwise. Where the system refuses, frees every cached
+  /// block and tries once more; {nullptr, 0} where it refuses again.
+  Block take(size_t capacity, size_t alignment);
+  /// Takes back a block take() returned: cached while enabled, freed otherwise.
+  void give(Block block);
+
+  /// Turns caching on (the default) or off; off frees every cached block.
+  void set_enabled(bool enabled);
+  /// Whether freed blocks are kept.
+  bool enabled() const;
+  /// Frees every cached block.
+  void clear();
+
+  /// Bytes of the blocks cached (freed and kept).
+  int64_t cached_bytes() const;
+  /// Bytes of the blocks handed out and not yet given back.
+  int64_t live_bytes() const;
+  /// How many take() calls a cached block served.
+  int64_t hits() const;
+
+ private:
+  /// Frees cached blocks, largest first, until `room` more bytes fit within 1.5x the high water.
+  void free_until_room_for(size_t room);
+  /// Frees every cached block.
+  void free_all();
+
+  mutable std::mutex mutex_;
+  std::multimap<size_t, void*> cached_blocks_;  ///< capacity -> base
+  size_t cached_ = 0;                           ///< sum of cached_blocks_' capacities
+  size_t live_ = 0;                             ///< capacity of the blocks handed out
+  size_t high_water_ = 0;  ///< the most live_ has been (counting a block about to be allocated)
+  bool enabled_ = true;
+  int64_t hits_ = 0;
+};
+
+}  // namespace bigbatch::memory

@@ -232,6 +232,33 @@ TEST(LlamaOps, ResidualAddIsAtAddsSumsAndGradients) {
   EXPECT_TRUE(residual_add(residual, residual).equal(2 * residual));
 }
 
+TEST(LlamaOps, Bf16SwigluIsTheFloat32SwigluRoundedOnceAtEveryGateValue) {
+  // Every bf16 bit pattern as the gate (NaN, infinities and subnormals included): the bf16
+  // kernels look SiLU and its slope up in tables, the float32 ones compute them.
+  const torch::Tensor gate =
+      torch::arange(int64_t(1) << 16, torch::kInt).to(torch::kShort).view(torch::kBFloat16);
+  const torch::Tensor up = torch::randn({1 << 16}).to(torch::kBFloat16);
+  const torch::Tensor upstream = torch::randn({1 << 16}).to(torch::kBFloat16);
+  const auto gated = [&](torch::ScalarType dtype) {
+    const torch::Tensor g = gate.to(dtype).clone().requires_grad_();
+    const torch::Tensor u = up.to(dtype).clone().requires_grad_();
+    const torch::Tensor y = swiglu(g, u);
+    expect_contains(y.grad_fn()->name(), {"SwigluFunction"});
+    y.backward(upstream.to(dtype));
+    return std::vector<torch::Tensor>{y.detach(), g.grad(), u.grad()};
+  };
+  const std::vector<torch::Tensor> narrow = gated(torch::kBFloat16);
+  const std::vector<torch::Tensor> wide = gated(torch::kFloat);
+  for (size_t i = 0; i < narrow.size(); ++i) {
+    SCOPED_TRACE(i);
+    const torch::Tensor expected = wide[i].to(torch::kBFloat16);
+    const torch::Tensor both_nan = narrow[i].isnan() & expected.isnan();
+    EXPECT_TRUE(
+        torch::equal(narrow[i].masked_fill(both_nan, 0), expected.masked_fill(both_nan, 0)));
+    EXPECT_TRUE(torch::equal(narrow[i].isnan(), expected.isnan()));
+  }
+}
+
 TEST(LlamaOps, SwigluKeepsNanAndTheSigmoidsEnds) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();

@@ -76,18 +76,13 @@ void add_row(const c10::BFloat16* row, float* sums, int64_t channels) {
 #if BB_AVX512BW_KERNELS
 constexpr int64_t kLanes = 16;
 
-/// 16 bf16 bit patterns at `at`, zero-extended to 32-bit lanes.
-BB_AVX512_TARGET inline __m512i load_patterns(const Bits* at) {
-  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
-}
-
 BB_AVX512_TARGET void gelu_vectors(const GeluTables& t, const Bits* x, Bits* y, int64_t begin,
                                    int64_t end) {
   // 32-bit gathers at 2-byte steps: the low half of each is the value (hence the table's extra).
   const void* values = t.values.data();
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
-    const __m512i found = _mm512_i32gather_epi32(load_patterns(x + i), values, 2);
+    const __m512i found = _mm512_i32gather_epi32(load_bf16_patterns(x + i), values, 2);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(found));
   }
   gelu_values(t, x, y, i, end);
@@ -95,21 +90,11 @@ BB_AVX512_TARGET void gelu_vectors(const GeluTables& t, const Bits* x, Bits* y, 
 
 BB_AVX512_TARGET void gelu_backward_vectors(const GeluTables& t, const Bits* dy, const Bits* x,
                                             c10::BFloat16* dx, int64_t begin, int64_t end) {
-  const __m512i round_bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
-  const __m512i quiet_nan = _mm512_set1_epi32(0x7FC0);
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
-    const __m512 slope = _mm512_i32gather_ps(load_patterns(x + i), t.slopes.data(), 4);
-    const __m512 grad = _mm512_castsi512_ps(_mm512_slli_epi32(load_patterns(dy + i), 16));
-    const __m512 product = _mm512_mul_ps(grad, slope);
-    // Round to the nearest even bf16 as store() does: add 0x7FFF and the lowest kept bit.
-    const __m512i bits = _mm512_castps_si512(product);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-    __m512i rounded =
-        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, round_bias), odd), 16);
-    rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(product, product, _CMP_UNORD_Q),
-                                    quiet_nan);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dx + i), _mm512_cvtepi32_epi16(rounded));
+    const __m512 slope = _mm512_i32gather_ps(load_bf16_patterns(x + i), t.slopes.data(), 4);
+    store_as_bf16(reinterpret_cast<Bits*>(dx + i),
+                  _mm512_mul_ps(load_bf16_as_float(dy + i), slope));
   }
   gelu_backward_values(t, dy, x, dx, i, end);
 }

@@ -1,9 +1,17 @@
+// GCC 12 reports the _mm512_undefined_* values inside its own intrinsics as uninitialized once
+// they are inlined (as in gelu_kernels.cpp); the pragmas must come before the headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include "bigbatch/nn/llama_kernels.h"
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "bigbatch/nn/avx512bw_kernels.h"
 #include "bigbatch/nn/row_parts_omp.h"
 
 namespace bigbatch::nn::kernels {
@@ -195,10 +203,81 @@ void swiglu_forward_range(const float* gate, const float* up, float* output, int
   swiglu_forward_values(gate, up, output, begin, end);
 }
 
+/// SiLU and its derivative for every bf16 gate value, indexed by its bit pattern: in bf16 the
+/// gate has only 65,536 values, so a lookup replaces the exponential and the two divisions per
+/// value (bitwise the same results: the tables hold what swiglu_*_values compute).
+struct SwigluTables {
+  std::vector<float> silu;   ///< g / (1 + exp(-g)), 65,536
+  std::vector<float> slope;  ///< sigmoid(g) (1 + g (1 - sigmoid(g))), 65,536
+};
+
+/// The tables' entries [begin, end), with the expressions of swiglu_*_values.
 BB_VECTOR_CLONES
+void swiglu_table_range(float* __restrict silu, float* __restrict slope, int64_t begin,
+                        int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = widen(c10::BFloat16(uint16_t(i), c10::BFloat16::from_bits()));
+    const float denominator = 1.0f + exp_polynomial(-g);
+    const float sigmoid = 1.0f / denominator;
+    silu[i] = g / denominator;
+    slope[i] = sigmoid * (1.0f + g * (1.0f - sigmoid));
+  }
+}
+
+/// Made on first use.
+const SwigluTables& swiglu_tables() {
+  static const SwigluTables made = [] {
+    constexpr int64_t kPatterns = int64_t(1) << 16;
+    SwigluTables t;
+    t.silu.resize(size_t(kPatterns));
+    t.slope.resize(size_t(kPatterns));
+    swiglu_table_range(t.silu.data(), t.slope.data(), 0, kPatterns);
+    return t;
+  }();
+  return made;
+}
+
+BB_VECTOR_CLONES
+void swiglu_forward_bf16_values(const c10::BFloat16* __restrict gate,
+                                const c10::BFloat16* __restrict up,
+                                c10::BFloat16* __restrict output, const float* __restrict silu,
+                                int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i)
+    store(output + i, silu[gate[i].x] * widen(up[i]));
+}
+
+#if BB_AVX512BW_KERNELS
+constexpr int64_t kLanes = 16;
+
+/// swiglu_forward_bf16_values with AVX-512 gathers (GCC emulates them with scalar loads).
+BB_AVX512_TARGET void swiglu_forward_bf16_vectors(const uint16_t* gate, const uint16_t* up,
+                                                  uint16_t* output, const float* silu,
+                                                  int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    const __m512 value = _mm512_i32gather_ps(load_bf16_patterns(gate + i), silu, 4);
+    store_as_bf16(output + i, _mm512_mul_ps(value, load_bf16_as_float(up + i)));
+  }
+  swiglu_forward_bf16_values(reinterpret_cast<const c10::BFloat16*>(gate),
+                             reinterpret_cast<const c10::BFloat16*>(up),
+                             reinterpret_cast<c10::BFloat16*>(output), silu, i, end);
+}
+#endif
+
 void swiglu_forward_bf16_range(const c10::BFloat16* gate, const c10::BFloat16* up,
-                               c10::BFloat16* output, int64_t begin, int64_t end) {
-  swiglu_forward_values(gate, up, output, begin, end);
+                               c10::BFloat16* output, const float* silu, int64_t begin,
+                               int64_t end) {
+#if BB_AVX512BW_KERNELS
+  if (has_avx512bw()) {
+    swiglu_forward_bf16_vectors(reinterpret_cast<const uint16_t*>(gate),
+                                reinterpret_cast<const uint16_t*>(up),
+                                reinterpret_cast<uint16_t*>(output), silu, begin, end);
+    return;
+  }
+#endif
+  swiglu_forward_bf16_values(gate, up, output, silu, begin, end);
 }
 
 BB_VECTOR_CLONES
@@ -208,10 +287,59 @@ void swiglu_backward_range(const float* grad_output, const float* gate, const fl
 }
 
 BB_VECTOR_CLONES
+void swiglu_backward_bf16_values(const c10::BFloat16* __restrict grad_output,
+                                 const c10::BFloat16* __restrict gate,
+                                 const c10::BFloat16* __restrict up,
+                                 c10::BFloat16* __restrict grad_gate,
+                                 c10::BFloat16* __restrict grad_up, const float* __restrict silu,
+                                 const float* __restrict slope, int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const uint16_t g = gate[i].x;
+    const float dy = widen(grad_output[i]);
+    store(grad_up + i, dy * silu[g]);
+    store(grad_gate + i, (dy * widen(up[i])) * slope[g]);
+  }
+}
+
+#if BB_AVX512BW_KERNELS
+/// swiglu_backward_bf16_values with AVX-512 gathers.
+BB_AVX512_TARGET void swiglu_backward_bf16_vectors(const uint16_t* grad_output,
+                                                   const uint16_t* gate, const uint16_t* up,
+                                                   uint16_t* grad_gate, uint16_t* grad_up,
+                                                   const float* silu, const float* slope,
+                                                   int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    const __m512i g = load_bf16_patterns(gate + i);
+    const __m512 dy = load_bf16_as_float(grad_output + i);
+    store_as_bf16(grad_up + i, _mm512_mul_ps(dy, _mm512_i32gather_ps(g, silu, 4)));
+    store_as_bf16(grad_gate + i, _mm512_mul_ps(_mm512_mul_ps(dy, load_bf16_as_float(up + i)),
+                                               _mm512_i32gather_ps(g, slope, 4)));
+  }
+  swiglu_backward_bf16_values(reinterpret_cast<const c10::BFloat16*>(grad_output),
+                              reinterpret_cast<const c10::BFloat16*>(gate),
+                              reinterpret_cast<const c10::BFloat16*>(up),
+                              reinterpret_cast<c10::BFloat16*>(grad_gate),
+                              reinterpret_cast<c10::BFloat16*>(grad_up), silu, slope, i, end);
+}
+#endif
+
 void swiglu_backward_bf16_range(const c10::BFloat16* grad_output, const c10::BFloat16* gate,
                                 const c10::BFloat16* up, c10::BFloat16* grad_gate,
-                                c10::BFloat16* grad_up, int64_t begin, int64_t end) {
-  swiglu_backward_values(grad_output, gate, up, grad_gate, grad_up, begin, end);
+                                c10::BFloat16* grad_up, const SwigluTables& tables, int64_t begin,
+                                int64_t end) {
+#if BB_AVX512BW_KERNELS
+  if (has_avx512bw()) {
+    swiglu_backward_bf16_vectors(
+        reinterpret_cast<const uint16_t*>(grad_output), reinterpret_cast<const uint16_t*>(gate),
+        reinterpret_cast<const uint16_t*>(up), reinterpret_cast<uint16_t*>(grad_gate),
+        reinterpret_cast<uint16_t*>(grad_up), tables.silu.data(), tables.slope.data(), begin, end);
+    return;
+  }
+#endif
+  swiglu_backward_bf16_values(grad_output, gate, up, grad_gate, grad_up, tables.silu.data(),
+                              tables.slope.data(), begin, end);
 }
 
 /// Runs `work(begin, end)` over [0, count) in rows of kFlatRow values on the OpenMP threads.
@@ -278,8 +406,9 @@ void swiglu_forward(const float* gate, const float* up, float* output, int64_t c
 
 void swiglu_forward(const c10::BFloat16* gate, const c10::BFloat16* up, c10::BFloat16* output,
                     int64_t count) {
+  const float* silu = swiglu_tables().silu.data();
   on_flat_parts(count, [&](int64_t begin, int64_t end) {
-    swiglu_forward_bf16_range(gate, up, output, begin, end);
+    swiglu_forward_bf16_range(gate, up, output, silu, begin, end);
   });
 }
 
@@ -293,8 +422,9 @@ void swiglu_backward(const float* grad_output, const float* gate, const float* u
 void swiglu_backward(const c10::BFloat16* grad_output, const c10::BFloat16* gate,
                      const c10::BFloat16* up, c10::BFloat16* grad_gate, c10::BFloat16* grad_up,
                      int64_t count) {
+  const SwigluTables& tables = swiglu_tables();
   on_flat_parts(count, [&](int64_t begin, int64_t end) {
-    swiglu_backward_bf16_range(grad_output, gate, up, grad_gate, grad_up, begin, end);
+    swiglu_backward_bf16_range(grad_output, gate, up, grad_gate, grad_up, tables, begin, end);
   });
 }
 

@@ -88,7 +88,8 @@ void swiglu_backward(const float* grad_output, const float* gate, const float* u
                      float* grad_up, int64_t count);
 
 /// swiglu_forward on bfloat16 values: computed in float32, y rounded once to bfloat16 (where the
-/// composite formula rounds silu(gate) first, then the product).
+/// composite formula rounds silu(gate) first, then the product). silu(gate), and in backward its
+/// slope, come from tables of every bf16 gate value, bitwise what the float32 kernels compute.
 void swiglu_forward(const c10::BFloat16* gate, const c10::BFloat16* up, c10::BFloat16* output,
                     int64_t count);
 /// swiglu_backward on bfloat16 values: computed in float32, each gradient rounded once.

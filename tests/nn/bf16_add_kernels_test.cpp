@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace bigbatch::nn::kernels {
 namespace {
 
@@ -27,6 +29,28 @@ TEST(Bf16AddKernels, WidenAndAddBitwiseAsATensorCastAndAdd) {
     Tensor in_place = base.clone();
     add_bf16_to_float(values, in_place.data_ptr<float>(), in_place.data_ptr<float>(), count);
     EXPECT_TRUE(torch::equal(in_place, base + src.to(torch::kFloat))) << count;
+  }
+}
+
+TEST(Bf16AddKernels, SumsPartsInTheirOrderBitwiseAsCastsAndAdds) {
+  for (const int64_t count : {int64_t(1), int64_t(4097), int64_t(100003)}) {
+    torch::manual_seed(count);
+    // Magnitudes far apart, so that the order of the float32 adds shows in the result.
+    const std::vector<Tensor> parts = {(torch::randn({count}) * 1e4).to(torch::kBFloat16),
+                                       torch::randn({count}).to(torch::kBFloat16),
+                                       (torch::randn({count}) * 1e-3).to(torch::kBFloat16)};
+    for (size_t used = 1; used <= parts.size(); ++used) {
+      std::vector<const c10::BFloat16*> pointers;
+      Tensor expected = parts[0].to(torch::kFloat);
+      pointers.push_back(parts[0].data_ptr<at::BFloat16>());
+      for (size_t p = 1; p < used; ++p) {
+        expected = expected + parts[p].to(torch::kFloat);
+        pointers.push_back(parts[p].data_ptr<at::BFloat16>());
+      }
+      Tensor sum = torch::full({count}, 7.0);
+      sum_bf16_to_float(pointers, sum.data_ptr<float>(), count);
+      EXPECT_TRUE(torch::equal(sum, expected)) << count << " values, " << used << " parts";
+    }
   }
 }
 

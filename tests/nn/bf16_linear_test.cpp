@@ -45,6 +45,22 @@ struct Trace {
   std::vector<torch::Tensor> outputs, input_grads, parameter_grads;
 };
 
+/// The end of a window: each parameter's accumulated gradient into the trace (an empty stand-in
+/// where it took none, as an unused output's parameters), then a sign step, as an optimizer step
+/// changes the weights in place (their casts are made again), and the gradients cleared.
+void step(const std::vector<torch::Tensor>& parameters, Trace& trace) {
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor parameter : parameters) {
+    if (!parameter.grad().defined()) {
+      trace.parameter_grads.push_back(torch::zeros({0}));
+      continue;
+    }
+    trace.parameter_grads.push_back(parameter.grad().clone());
+    parameter.sub_(0.1 * parameter.grad().sign());
+    parameter.mutable_grad() = torch::Tensor();
+  }
+}
+
 /// Windows of 3 micro-batches with `kernel`, as the engine runs them (a WeightCopyScope around
 /// each window's passes, a DirectWeightGradScope around each backward), the weights changed in
 /// place between windows as an optimizer step changes them.
@@ -77,12 +93,7 @@ Trace run_windows(BlockKernel kernel) {
         trace.input_grads.push_back(leaf.grad());
       }
     }
-    torch::NoGradGuard no_grad;
-    for (torch::Tensor& parameter : p.parameters()) {
-      trace.parameter_grads.push_back(parameter.grad().clone());
-      parameter.sub_(0.1 * parameter.grad().sign());  // weights change: casts are made again
-      parameter.mutable_grad() = torch::Tensor();
-    }
+    step(p.parameters(), trace);
   }
   return trace;
 }
@@ -227,6 +238,131 @@ TEST(NativeBf16Linear, AppliesOnlyToCpuBf16AutocastOnTheNativeKernels) {
   const ScopedKernels kernels(BlockKernel::kComposite);
   const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
   EXPECT_FALSE(native_bf16_linear_applies(input, weight, {}));
+}
+
+/// Three products of one input as a Llama's q, k and v, with biases as Qwen2's (or without).
+struct ThreeProducts {
+  std::vector<torch::Tensor> weights, biases;
+
+  explicit ThreeProducts(bool with_biases) {
+    torch::manual_seed(17);
+    for (const int64_t out : {48, 16, 16}) {
+      weights.push_back(torch::randn({out, 48}).requires_grad_());  // (out, in)
+      if (with_biases)
+        biases.push_back(torch::randn({out}).requires_grad_());  // (out)
+    }
+  }
+  std::vector<torch::Tensor> parameters() const {
+    std::vector<torch::Tensor> all = weights;
+    all.insert(all.end(), biases.begin(), biases.end());
+    return all;
+  }
+};
+
+/// Windows of 3 micro-batches through the three products, as one node (`grouped`) or one
+/// nn::linear each, the second output's gradient left out where `skip_second`; as run_windows.
+Trace run_grouped_windows(bool grouped, bool with_biases, bool skip_second) {
+  const ScopedKernels kernels(BlockKernel::kAuto);
+  ThreeProducts p(with_biases);
+  Trace trace;
+  torch::manual_seed(5);
+  for (int window = 0; window < 3; ++window) {
+    {
+      const WeightCopyScope copies;
+      for (int micro = 0; micro < 3; ++micro) {
+        const torch::Tensor leaf = torch::randn({2, 7, 48}).requires_grad_();  // (B, T, in)
+        const torch::Tensor input = leaf * 1.0;
+        std::vector<torch::Tensor> outputs;  // (B, T, out) each
+        {
+          const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
+          if (grouped) {
+            outputs = native_bf16_linears(input, p.weights, p.biases);
+            EXPECT_NE(outputs[0].grad_fn()->name().find("Bf16LinearsFunction"), std::string::npos);
+          } else {
+            for (size_t j = 0; j < p.weights.size(); ++j)
+              outputs.push_back(
+                  nn::linear(input, p.weights[j], with_biases ? p.biases[j] : torch::Tensor()));
+          }
+        }
+        std::vector<torch::Tensor> used, grads;
+        for (size_t j = 0; j < outputs.size(); ++j) {
+          const torch::Tensor grad = torch::randn(outputs[j].sizes()).to(torch::kBFloat16);
+          if (skip_second && j == 1)
+            continue;
+          used.push_back(outputs[j]);
+          grads.push_back(grad);
+        }
+        {
+          const DirectWeightGradScope direct;
+          torch::autograd::backward(used, grads);
+        }
+        for (const torch::Tensor& output : outputs)
+          trace.outputs.push_back(output.detach());
+        trace.input_grads.push_back(leaf.grad());
+      }
+    }
+    step(p.parameters(), trace);
+  }
+  return trace;
+}
+
+TEST(NativeBf16Linears, AreBitwiseSeparateNodesOverManyWindows) {
+  for (const bool with_biases : {false, true}) {
+    for (const bool skip_second : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "biases " << with_biases << ", second output unused " << skip_second);
+      const Trace grouped = run_grouped_windows(true, with_biases, skip_second);
+      const Trace separate = run_grouped_windows(false, with_biases, skip_second);
+      ASSERT_EQ(grouped.outputs.size(), 27u);
+      for (size_t i = 0; i < grouped.outputs.size(); ++i)
+        EXPECT_TRUE(grouped.outputs[i].equal(separate.outputs[i])) << "output " << i;
+      ASSERT_EQ(grouped.input_grads.size(), 9u);
+      for (size_t i = 0; i < grouped.input_grads.size(); ++i) {
+        EXPECT_EQ(grouped.input_grads[i].scalar_type(), torch::kFloat);
+        EXPECT_TRUE(grouped.input_grads[i].equal(separate.input_grads[i])) << "input grad " << i;
+      }
+      ASSERT_EQ(grouped.parameter_grads.size(), separate.parameter_grads.size());
+      for (size_t i = 0; i < grouped.parameter_grads.size(); ++i) {
+        EXPECT_TRUE(grouped.parameter_grads[i].equal(separate.parameter_grads[i]))
+            << "parameter gradient " << i;
+      }
+    }
+  }
+}
+
+TEST(NativeBf16Linears, TakeFrozenWeightsAndApplyOnlyToWholeGroups) {
+  const ScopedKernels kernels(BlockKernel::kAuto);
+  torch::manual_seed(19);
+  const std::vector<torch::Tensor> frozen = {torch::randn({24, 48}), torch::randn({8, 48})};
+  const torch::Tensor x = torch::randn({5, 48});
+  const auto pass = [&](bool grouped) {
+    const torch::Tensor input = x.clone().requires_grad_();
+    std::vector<torch::Tensor> outputs;
+    {
+      const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
+      if (grouped) {
+        outputs = native_bf16_linears(input * 1.0, frozen, {});
+      } else {
+        const torch::Tensor activation = input * 1.0;
+        outputs = {nn::linear(activation, frozen[0]), nn::linear(activation, frozen[1])};
+      }
+    }
+    torch::autograd::backward(outputs, {torch::ones({5, 24}).to(torch::kBFloat16),
+                                        torch::ones({5, 8}).to(torch::kBFloat16)});
+    EXPECT_FALSE(frozen[0].grad().defined());
+    return std::pair<torch::Tensor, torch::Tensor>{outputs[1].detach(), input.grad()};
+  };
+  const auto [y, dx] = pass(true);
+  const auto [expected_y, expected_dx] = pass(false);
+  EXPECT_TRUE(y.equal(expected_y));
+  EXPECT_TRUE(dx.equal(expected_dx));
+
+  const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
+  EXPECT_TRUE(native_bf16_linears_apply(x, frozen, {}));
+  EXPECT_FALSE(native_bf16_linears_apply(x, {}, {}));                        // no weight
+  EXPECT_FALSE(native_bf16_linears_apply(x, frozen, {torch::zeros({24})}));  // one bias of two
+  EXPECT_FALSE(native_bf16_linears_apply(x, {torch::randn({4, 47})}, {}));   // a wrong width
+  EXPECT_THROW(native_bf16_linears(x, frozen, {torch::zeros({24})}), std::logic_error);
 }
 
 }  // namespace

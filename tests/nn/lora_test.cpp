@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/precision.h"
+#include "nn/scoped_setting.h"
 #include "support/test_support.h"
 
 namespace bigbatch::nn {
@@ -127,6 +130,30 @@ TEST(Lora, FrozenWeightsStoredInBf16ComputeAsTheirRoundedValues) {
   EXPECT_TRUE(model->q->lora_B.grad().defined());
   EXPECT_FALSE(model->q->weight.grad().defined());
   EXPECT_THROW(store_frozen_weights(*model, torch::kFloat64), InputError);
+}
+
+TEST(Lora, LayersOfOneInputRunAsOneNodeOnlyWithoutAdapters) {
+  const testing::ScopedSetting<Bf16Matmul> matmul{bf16_matmul, set_bf16_matmul,
+                                                  Bf16Matmul::kNative};
+  torch::manual_seed(23);
+  AdaptedLinear first(48, 32, /*bias=*/false), second(48, 16, /*bias=*/false);
+  const torch::Tensor x = torch::randn({3, 48});
+  const auto node_of = [&](const std::vector<torch::Tensor>& outputs) {
+    return outputs[0].grad_fn()->name();
+  };
+  const AutocastGuard autocast(Precision::kBf16, torch::kCPU);
+  std::vector<torch::Tensor> grouped = adapted_linears(x, {first.get(), second.get()});
+  EXPECT_NE(node_of(grouped).find("Bf16LinearsFunction"), std::string::npos);
+  EXPECT_TRUE(grouped[0].equal(first->forward(x)));
+  EXPECT_TRUE(grouped[1].equal(second->forward(x)));
+
+  second->add_lora(/*rank=*/2, /*alpha=*/4.0, /*dropout=*/0.0);
+  second->lora_B.data().normal_();  // the adapter now changes the output
+  const std::vector<torch::Tensor> each = adapted_linears(x, {first.get(), second.get()});
+  EXPECT_EQ(node_of(each).find("Bf16LinearsFunction"), std::string::npos);
+  EXPECT_TRUE(each[0].equal(first->forward(x)));
+  EXPECT_TRUE(each[1].equal(second->forward(x)));
+  EXPECT_FALSE(each[1].equal(grouped[1]));
 }
 
 }  // namespace

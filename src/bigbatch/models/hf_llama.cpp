@@ -171,12 +171,14 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   // Under CPU bf16 autocast every attention path rounds queries and keys to bf16 before its
   // first product, so the rotary embeddings round them themselves (the same values).
   const bool rounded = x.device().is_cpu() && nn::cpu_autocast_to_bf16();
+  const std::vector<torch::Tensor> projected =
+      nn::adapted_linears(x, {q_proj.get(), k_proj.get(), v_proj.get()});  // (B, T, out) each
   const torch::Tensor q =
-      nn::rotary_embedding(q_proj->forward(x), cos, sin, heads, rounded);  // (B, H, T, D)
+      nn::rotary_embedding(projected[0], cos, sin, heads, rounded);  // (B, H, T, D)
   const torch::Tensor k =
-      nn::rotary_embedding(k_proj->forward(x), cos, sin, kv_heads, rounded);  // (B, KV, T, D)
+      nn::rotary_embedding(projected[1], cos, sin, kv_heads, rounded);  // (B, KV, T, D)
   const torch::Tensor v =
-      v_proj->forward(x).view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
+      projected[2].view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
   const torch::Tensor y =
       nn::scaled_dot_product_attention(q, k, v, mask, config_.attention_dropout(),
                                        is_training());  // (B, H, T, D)
@@ -192,7 +194,9 @@ HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) {
 }
 
 torch::Tensor HfLlamaMlpImpl::forward(const torch::Tensor& x) {
-  return down_proj->forward(nn::swiglu(gate_proj->forward(x), up_proj->forward(x)));  // (B, T, C)
+  const std::vector<torch::Tensor> projected =
+      nn::adapted_linears(x, {gate_proj.get(), up_proj.get()});       // (B, T, inner) each
+  return down_proj->forward(nn::swiglu(projected[0], projected[1]));  // (B, T, C)
 }
 
 HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config) {

@@ -1,5 +1,7 @@
 #include "bigbatch/nn/bf16_add_kernels.h"
 
+#include <algorithm>
+
 #include "bigbatch/nn/row_parts_omp.h"
 
 namespace bigbatch::nn::kernels {
@@ -29,7 +31,21 @@ void add_range(const c10::BFloat16* __restrict src, const float* __restrict base
     dst[i] = base[i] + widen(src[i]);
 }
 
+/// Values sum_bf16_to_float adds up part by part before moving on: 16 KiB of float32.
+constexpr int64_t kSumBlock = 4096;
+
 }  // namespace
+
+void sum_bf16_to_float(const std::vector<const c10::BFloat16*>& parts, float* dst, int64_t count) {
+  at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; block += kSumBlock) {
+      const int64_t block_end = std::min(end, block + kSumBlock);
+      widen_range(parts.front(), dst, block, block_end);
+      for (size_t p = 1; p < parts.size(); ++p)
+        add_in_place_range(parts[p], dst, block, block_end);
+    }
+  });
+}
 
 void add_bf16_to_float(const c10::BFloat16* src, const float* base, float* dst, int64_t count) {
   at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/nn/bf16_add_kernels.h"
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
@@ -51,6 +52,14 @@ torch::Tensor input_in_bf16(const torch::Tensor& input) {
   return cast;
 }
 
+/// Throws where a backward records a graph (create_graph): the nodes have no second derivative.
+void check_no_second_derivative() {
+  BB_CHECK(!torch::GradMode::is_enabled(),
+           "nn::linear under CPU bf16 autocast runs as one node and has no second derivative "
+           "(backward with create_graph); run it with model.block_kernel = \"composite\" "
+           "(nn::BlockKernel::kComposite)");
+}
+
 /// native_bf16_linear's forward (nn/linear_function.h): saves the bf16 input and weight, the
 /// parameter itself (for add_to_weight_grad) and the dtypes the gradients go back in.
 torch::Tensor native_bf16_linear_forward(AutogradContext* ctx, const torch::Tensor& input,
@@ -77,10 +86,7 @@ torch::Tensor native_bf16_linear_forward(AutogradContext* ctx, const torch::Tens
 /// bias's when `with_bias` is false) and the weight's where add_to_weight_grad took it.
 variable_list native_bf16_linear_backward(AutogradContext* ctx, const variable_list& grads,
                                           bool with_bias) {
-  BB_CHECK(!torch::GradMode::is_enabled(),
-           "nn::linear under CPU bf16 autocast runs as one node and has no second derivative "
-           "(backward with create_graph); run it with model.block_kernel = \"composite\" "
-           "(nn::BlockKernel::kComposite)");
+  check_no_second_derivative();
   const block_parts::KernelScope scope;
   const variable_list saved = ctx->get_saved_variables();
   const torch::Tensor& rows = saved[0];         // (N, in); undefined for a frozen weight
@@ -103,6 +109,98 @@ variable_list native_bf16_linear_backward(AutogradContext* ctx, const variable_l
   return result;
 }
 
+/// native_bf16_linears' node. Inputs: the input, then the weights, then the biases (none, or one
+/// per weight); one output per weight.
+struct Bf16LinearsFunction : torch::autograd::Function<Bf16LinearsFunction> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& input,
+                               at::TensorList weights, at::TensorList biases) {
+    const block_parts::KernelScope scope;
+    ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined: no product
+    const torch::Tensor input_bf16 = input_in_bf16(input);                     // (..., in)
+    const torch::Tensor rows = input_bf16.reshape({-1, input_bf16.size(-1)});  // (N, in)
+    bool any_weight_grad = false;
+    variable_list saved;
+    variable_list outputs;
+    std::vector<int64_t> sizes = input.sizes().vec();
+    for (size_t j = 0; j < weights.size(); ++j) {
+      any_weight_grad = any_weight_grad || weights[j].requires_grad();
+      const torch::Tensor weight_bf16 = weight_in_dtype(weights[j], torch::kBFloat16);  // (out, in)
+      saved.push_back(weight_bf16);
+      const torch::Tensor bias = biases.empty() ? torch::Tensor() : biases[j];
+      sizes.back() = weights[j].size(0);
+      outputs.push_back(gemm_bias(weight_in_dtype(bias, torch::kBFloat16), rows, weight_bf16.t())
+                            .view(sizes));  // (..., out)
+    }
+    // The input only where a weight takes a gradient (a frozen one's backward reads none).
+    saved.push_back(any_weight_grad ? rows : torch::Tensor());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["weights"] = weights.vec();
+    ctx->saved_data["input_sizes"] = input.sizes().vec();
+    ctx->saved_data["input_dtype"] = static_cast<int64_t>(input.scalar_type());
+    ctx->saved_data["with_bias"] = !biases.empty();
+    ctx->saved_data["bias_dtype"] =
+        static_cast<int64_t>(biases.empty() ? torch::kFloat : biases[0].scalar_type());
+    return outputs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    check_no_second_derivative();
+    const block_parts::KernelScope scope;
+    const variable_list saved = ctx->get_saved_variables();
+    const std::vector<torch::Tensor> weights = ctx->saved_data["weights"].toTensorVector();
+    const size_t count = weights.size();
+    const torch::Tensor& rows = saved[count];  // (N, in); undefined where no weight takes a grad
+    const auto input_dtype = static_cast<torch::ScalarType>(ctx->saved_data["input_dtype"].toInt());
+    const auto bias_dtype = static_cast<torch::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
+    const bool with_bias = ctx->saved_data["with_bias"].toBool();
+    variable_list result(1 + count + count);  // input, weights, biases (unused where none)
+    std::vector<torch::Tensor> input_grads;   // (N, in) bf16 each, the last output's first
+    torch::Tensor rows_transposed;            // rows^T (in, N), made once where a weight uses it
+    for (size_t j = count; j-- > 0;) {
+      if (!grads[j].defined())
+        continue;
+      const torch::Tensor& weight_bf16 = saved[j];
+      const torch::Tensor grad = block_parts::in_dtype(grads[j], torch::kBFloat16)
+                                     .reshape({-1, weight_bf16.size(0)});  // (N, out)
+      if (ctx->needs_input_grad(0))
+        input_grads.push_back(gemm(grad, weight_bf16));
+      torch::Tensor input = rows;
+      if (rows.defined() &&
+          block_parts::transposed_input_pays(grad.size(0), grad.size(1), rows.size(1))) {
+        if (!rows_transposed.defined())
+          rows_transposed = block_parts::transposed_copy(rows);
+        input = rows_transposed.t();  // weight_grad takes the copy instead of making its own
+      }
+      result[1 + j] = block_parts::weight_grad(ctx->needs_input_grad(1 + j), grad, input,
+                                               weights[j].scalar_type(), weights[j]);  // (out, in)
+      if (with_bias && ctx->needs_input_grad(1 + count + j))
+        result[1 + count + j] = block_parts::in_dtype(grad.sum(0), bias_dtype);  // (out)
+    }
+    if (!input_grads.empty())
+      result[0] = sum_input_grads(input_grads, input_dtype)
+                      .view(ctx->saved_data["input_sizes"].toIntVector());  // (..., in)
+    return result;
+  }
+
+  /// The sum of the products' input gradients in `dtype`, in the order autograd sums separate
+  /// nodes' gradients: each rounded to `dtype`, then added one by one in the order given.
+  static torch::Tensor sum_input_grads(const std::vector<torch::Tensor>& parts,
+                                       torch::ScalarType dtype) {
+    if (dtype == torch::kFloat) {
+      torch::Tensor sum = at::empty(parts[0].sizes(), parts[0].options().dtype(dtype));  // (N, in)
+      std::vector<const c10::BFloat16*> pointers;
+      for (const torch::Tensor& part : parts)
+        pointers.push_back(part.data_ptr<at::BFloat16>());
+      kernels::sum_bf16_to_float(pointers, sum.data_ptr<float>(), sum.numel());
+      return sum;
+    }
+    torch::Tensor sum = block_parts::in_dtype(parts[0], dtype);
+    for (size_t p = 1; p < parts.size(); ++p)
+      sum = sum + block_parts::in_dtype(parts[p], dtype);
+    return sum;
+  }
+};
+
 /// Whether `t` is a CPU float32 or bf16 tensor (undefined passes).
 bool float_or_bf16_on_cpu(const torch::Tensor& t) {
   return !t.defined() ||
@@ -119,6 +217,32 @@ bool native_bf16_linear_applies(const torch::Tensor& input, const torch::Tensor&
          weight.defined() && weight.dim() == 2 && input.size(-1) == weight.size(1) &&
          (!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0))) &&
          float_or_bf16_on_cpu(input) && float_or_bf16_on_cpu(weight) && float_or_bf16_on_cpu(bias);
+}
+
+bool native_bf16_linears_apply(const torch::Tensor& input,
+                               const std::vector<torch::Tensor>& weights,
+                               const std::vector<torch::Tensor>& biases) {
+  if (weights.empty() || !(biases.empty() || biases.size() == weights.size()))
+    return false;
+  for (size_t j = 0; j < weights.size(); ++j) {
+    const torch::Tensor bias = biases.empty() ? torch::Tensor() : biases[j];
+    if (!bias.defined() && !biases.empty())
+      return false;
+    if (!native_bf16_linear_applies(input, weights[j], bias))
+      return false;
+  }
+  return true;
+}
+
+std::vector<torch::Tensor> native_bf16_linears(const torch::Tensor& input,
+                                               const std::vector<torch::Tensor>& weights,
+                                               const std::vector<torch::Tensor>& biases) {
+  BB_CHECK(native_bf16_linears_apply(input, weights, biases),
+           "native_bf16_linears: needs CPU bf16 autocast on the native kernels, CPU float32 or "
+           "bf16 operands, at least one weight and a bias for each weight or none, got ",
+           weights.size(), " weights and ", biases.size(), " biases for an input of ",
+           input.sizes());
+  return Bf16LinearsFunction::apply(input, at::TensorList(weights), at::TensorList(biases));
 }
 
 torch::Tensor native_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight,

@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace bigbatch::nn {
 
 /// Whether native_bf16_linear takes these operands: block_kernel() not kComposite, CPU autocast
@@ -26,5 +28,23 @@ bool native_bf16_linear_applies(const torch::Tensor& input, const torch::Tensor&
 /// input (..., in), weight (out, in), bias (out) -> (..., out) in bf16
 torch::Tensor native_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight,
                                  const torch::Tensor& bias);
+
+/// Whether native_bf16_linears takes these operands: at least one weight, a bias for each weight
+/// or none (`biases` empty), and native_bf16_linear_applies to the input with each weight.
+bool native_bf16_linears_apply(const torch::Tensor& input,
+                               const std::vector<torch::Tensor>& weights,
+                               const std::vector<torch::Tensor>& biases);
+
+/// native_bf16_linear of one input with each of several weights (a Llama's q, k and v, or gate
+/// and up), as one autograd node: the same products, roundings and results. Its backward gives
+/// what autograd gives for separate nodes, bitwise, with fewer passes: the input's gradient is the
+/// products' input gradients summed in float32 in one pass (in the order autograd sums them, the
+/// last output's first) instead of a float32 copy of each and an add per product, and a transposed
+/// copy of the input that the weight gradients read is made once. Outputs whose gradient is
+/// undefined add nothing. No second derivative.
+/// input (..., in), weights (out_j, in), biases (out_j) each or none -> (..., out_j) in bf16 each
+std::vector<torch::Tensor> native_bf16_linears(const torch::Tensor& input,
+                                               const std::vector<torch::Tensor>& weights,
+                                               const std::vector<torch::Tensor>& biases);
 
 }  // namespace bigbatch::nn

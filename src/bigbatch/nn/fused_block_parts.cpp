@@ -48,7 +48,8 @@ bool plain(const Tensor& t, torch::ScalarType dtype) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype && t.is_contiguous();
 }
 
-/// t^T (C, R) of a contiguous bf16 t (R, C), as a row-major copy.
+}  // namespace
+
 Tensor transposed_copy(const Tensor& t) {
   const int64_t rows = t.size(0), cols = t.size(1);
   Tensor transposed = at::empty({cols, rows}, t.options());  // (C, R)
@@ -56,6 +57,8 @@ Tensor transposed_copy(const Tensor& t) {
                           transposed.data_ptr<at::BFloat16>(), rows);
   return transposed;
 }
+
+namespace {
 
 /// Weight-gradient products of fewer multiply-adds than this gained nothing measurable from a
 /// transposed copy (the default GPT's, at most 2^25); MiniLM's output projection (about 2^28) and

@@ -24,6 +24,9 @@ struct KernelScope {
 /// `t` in `dtype` (itself when it already is).
 torch::Tensor in_dtype(const torch::Tensor& t, torch::ScalarType dtype);
 
+/// t^T (C, R) of a contiguous bf16 t (R, C), as a row-major copy.
+torch::Tensor transposed_copy(const torch::Tensor& t);
+
 /// residual + product (N, C): a float32 residual stream and a block's product in the compute
 /// dtype, in float32. One pass (the product widened as it is added) for contiguous float32 and
 /// bf16 CPU tensors, bitwise at::add's sum; at::add elsewhere.

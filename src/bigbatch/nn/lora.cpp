@@ -6,6 +6,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/strings.h"
 #include "bigbatch/core/torch_compat.h"
+#include "bigbatch/nn/bf16_linear.h"
 #include "bigbatch/nn/bf16_matmul.h"
 
 namespace bigbatch::nn {
@@ -59,6 +60,25 @@ torch::Tensor AdaptedLinearImpl::forward(const torch::Tensor& x) {
     return y;
   const torch::Tensor dropped = dropout_ > 0 ? torch::dropout(x, dropout_, is_training()) : x;
   return y + nn::linear(nn::linear(dropped, lora_A), lora_B) * scale_;  // (..., out)
+}
+
+std::vector<torch::Tensor> adapted_linears(const torch::Tensor& x,
+                                           const std::vector<AdaptedLinearImpl*>& layers) {
+  std::vector<torch::Tensor> weights, biases;
+  bool plain = true;  // no adapter, weights (out, in), biases on all or none
+  for (const AdaptedLinearImpl* layer : layers) {
+    plain = plain && !layer->has_lora() && layer->layout() == WeightLayout::kOutIn &&
+            layer->bias.defined() == layers.front()->bias.defined();
+    weights.push_back(layer->weight);
+    if (layer->bias.defined())
+      biases.push_back(layer->bias);
+  }
+  if (plain && native_bf16_linears_apply(x, weights, biases))
+    return native_bf16_linears(x, weights, biases);
+  std::vector<torch::Tensor> outputs;
+  for (AdaptedLinearImpl* layer : layers)
+    outputs.push_back(layer->forward(x));  // (..., out)
+  return outputs;
 }
 
 std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions& options) {

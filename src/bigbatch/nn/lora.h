@@ -45,6 +45,14 @@ class AdaptedLinearImpl : public torch::nn::Module {
 /// Module holder for AdaptedLinearImpl.
 TORCH_MODULE(AdaptedLinear);
 
+/// `x` through each of `layers`, which read the same input (a Llama's q, k and v projections):
+/// as one node (nn::native_bf16_linears: the same results, fewer passes in backward) where none
+/// has an adapter, each stores its weight (out, in) and the products run under CPU bf16 autocast
+/// on the native kernels; through each layer's forward() otherwise.
+/// x (..., in) -> (..., out_j) for each layer j
+std::vector<torch::Tensor> adapted_linears(const torch::Tensor& x,
+                                           const std::vector<AdaptedLinearImpl*>& layers);
+
 /// Which layers get adapters, and their size.
 struct LoraOptions {
   TORCH_ARG(int64_t, rank) = 8;

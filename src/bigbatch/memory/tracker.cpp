@@ -23,8 +23,8 @@ static_assert(kAlignment >= c10::gAlignment, "the payload must be as aligned as 
 static_assert(kAlignment >= sizeof(int64_t), "the header must hold the size");
 
 /// Blocks of at least this many payload bytes go through the block cache; smaller ones straight
-/// to malloc, whose small-chunk bins are fast.
-constexpr size_t kCachedFrom = 16 * 1024;
+/// to malloc, whose small-chunk bins are fast (1 KiB measured faster than 16 KiB: BENCHMARKS.md).
+constexpr size_t kCachedFrom = 1024;
 
 /// What the header before each payload holds.
 struct Header {

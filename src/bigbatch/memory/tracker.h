@@ -60,7 +60,7 @@ class MemoryTracker {
   /// Sets the peak to the current usage.
   void reset_peak();
 
-  /// Whether freed blocks of 16 KiB or more are kept for the next allocations of about their
+  /// Whether freed blocks of 1 KiB or more are kept for the next allocations of about their
   /// size (BlockCache; default true): LibTorch's CPU tensors then reuse memory instead of going
   /// through malloc each time. Off frees the cached blocks. Counting and the budget are the same
   /// either way: they count tensor bytes, never cached ones.

@@ -211,33 +211,6 @@ struct SwigluTables {
   std::vector<float> slope;  ///< sigmoid(g) (1 + g (1 - sigmoid(g))), 65,536
 };
 
-/// The tables' entries [begin, end), with the expressions of swiglu_*_values.
-BB_VECTOR_CLONES
-void swiglu_table_range(float* __restrict silu, float* __restrict slope, int64_t begin,
-                        int64_t end) {
-#pragma omp simd
-  for (int64_t i = begin; i < end; ++i) {
-    const float g = widen(c10::BFloat16(uint16_t(i), c10::BFloat16::from_bits()));
-    const float denominator = 1.0f + exp_polynomial(-g);
-    const float sigmoid = 1.0f / denominator;
-    silu[i] = g / denominator;
-    slope[i] = sigmoid * (1.0f + g * (1.0f - sigmoid));
-  }
-}
-
-/// Made on first use.
-const SwigluTables& swiglu_tables() {
-  static const SwigluTables made = [] {
-    constexpr int64_t kPatterns = int64_t(1) << 16;
-    SwigluTables t;
-    t.silu.resize(size_t(kPatterns));
-    t.slope.resize(size_t(kPatterns));
-    swiglu_table_range(t.silu.data(), t.slope.data(), 0, kPatterns);
-    return t;
-  }();
-  return made;
-}
-
 BB_VECTOR_CLONES
 void swiglu_forward_bf16_values(const c10::BFloat16* __restrict gate,
                                 const c10::BFloat16* __restrict up,
@@ -284,6 +257,26 @@ BB_VECTOR_CLONES
 void swiglu_backward_range(const float* grad_output, const float* gate, const float* up,
                            float* grad_gate, float* grad_up, int64_t begin, int64_t end) {
   swiglu_backward_values(grad_output, gate, up, grad_gate, grad_up, begin, end);
+}
+
+/// Made on first use by the float32 backward kernel itself at every bf16 gate value with unit
+/// gradients and up: its grad_up is then silu(g) and its grad_gate the slope (both times 1,
+/// exact), so the tables hold what the float32 kernels compute.
+const SwigluTables& swiglu_tables() {
+  static const SwigluTables made = [] {
+    constexpr int64_t kPatterns = int64_t(1) << 16;
+    std::vector<float> gate(static_cast<size_t>(kPatterns));
+    for (int64_t i = 0; i < kPatterns; ++i)
+      gate[size_t(i)] = widen(c10::BFloat16(uint16_t(i), c10::BFloat16::from_bits()));
+    const std::vector<float> ones(size_t(kPatterns), 1.0f);
+    SwigluTables t;
+    t.silu.resize(size_t(kPatterns));
+    t.slope.resize(size_t(kPatterns));
+    swiglu_backward_range(ones.data(), gate.data(), ones.data(), t.slope.data(), t.silu.data(), 0,
+                          kPatterns);
+    return t;
+  }();
+  return made;
 }
 
 BB_VECTOR_CLONES

@@ -1,6 +1,7 @@
 // The Linear under CPU bf16 autocast on the native kernels as one node: the values autocast and
 // autograd compute over several windows of micro-batches, weight casts kept per window and made
 // again when the weight changes, one cast of an input read twice, gradients into .grad directly.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,6 +12,7 @@
 #include "bigbatch/nn/direct_weight_grads.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/precision.h"
+#include "bigbatch/nn/row_split_products.h"
 #include "bigbatch/nn/weight_copies.h"
 #include "nn/scoped_setting.h"
 
@@ -307,6 +309,10 @@ Trace run_grouped_windows(bool grouped, bool with_biases, bool skip_second) {
 }
 
 TEST(NativeBf16Linears, AreBitwiseSeparateNodesOverManyWindows) {
+  // Two threads, so that the group's products may run side by side (nn/row_split_products).
+  const testing::ScopedSetting<int> threads(at::get_num_threads, at::set_num_threads, 2);
+  const testing::ScopedSetting<RowSplit> split(row_split, set_row_split, RowSplit::kAuto);
+  const RowSplitCounts before = row_split_counts();
   for (const bool with_biases : {false, true}) {
     for (const bool skip_second : {false, true}) {
       SCOPED_TRACE(::testing::Message()
@@ -328,6 +334,7 @@ TEST(NativeBf16Linears, AreBitwiseSeparateNodesOverManyWindows) {
       }
     }
   }
+  EXPECT_GT(row_split_counts().groups_tried, before.groups_tried);  // the groups were tried
 }
 
 TEST(NativeBf16Linears, TakeFrozenWeightsAndApplyOnlyToWholeGroups) {

@@ -1,6 +1,8 @@
 // nn/row_split_products: bf16 products split by rows over the threads: within rounding of the
 // unsplit product where forced, bitwise it under auto (nn::gemm and nn::gemm_into, which try each
-// shape once), and left to the caller where they cannot be split.
+// shape once), and left to the caller where they cannot be split. Independent products side by
+// side (gemms_side_by_side): within rounding where forced, bitwise gemm's under auto (each group
+// tried once), one after another where they cannot run side by side.
 #include "bigbatch/nn/row_split_products.h"
 
 #include <ATen/Parallel.h>
@@ -112,6 +114,76 @@ TEST(RowSplitProducts, WhatCannotBeSplitIsLeftToTheCaller) {
   }
   set_row_split(RowSplit::kNever);
   EXPECT_TRUE(refused(result, a, b));
+}
+
+/// Three independent products in the layouts of a Llama's q, k and v gradients: a weight
+/// gradient's transposed view of the output gradient, an input gradient, a forward product's
+/// transposed weight. Shapes no other test uses, offset by `extra` rows.
+std::vector<ProductOperands> three_products(int64_t extra) {
+  return {{bf16({96 + extra, 40}).t(), bf16({96 + extra, 56})},
+          {bf16({24 + extra, 40}), bf16({40, 8})},
+          {bf16({40 + extra, 24}), bf16({56, 24}).t()}};
+}
+
+TEST(GemmsSideBySide, AlwaysRunsEachProductOnOneThreadWithinRounding) {
+  const Settings settings(RowSplit::kAlways);
+  torch::manual_seed(6);
+  const std::vector<ProductOperands> products = three_products(0);
+  const RowSplitCounts before = row_split_counts();
+  const std::vector<Tensor> results = gemms_side_by_side(products);
+  ASSERT_EQ(results.size(), 3u);
+  for (size_t j = 0; j < results.size(); ++j) {
+    const Tensor plain = at::mm(products[j].first, products[j].second);  // (n, m)
+    ASSERT_EQ(results[j].sizes(), plain.sizes()) << "product " << j;
+    EXPECT_TRUE(torch::allclose(results[j].to(torch::kFloat), plain.to(torch::kFloat), 1e-2, 1e-2))
+        << "product " << j;
+  }
+  EXPECT_EQ(row_split_counts().groups_tried, before.groups_tried);  // always: nothing to try
+}
+
+TEST(GemmsSideBySide, AutoTriesEachGroupOnceAndGivesGemmsBits) {
+  const Settings settings(RowSplit::kAuto);
+  torch::manual_seed(7);
+  const RowSplitCounts before = row_split_counts();
+  for (int call = 0; call < 3; ++call) {  // the first call tries; the others use its choice
+    const std::vector<ProductOperands> products = three_products(8);
+    const std::vector<Tensor> results = gemms_side_by_side(products);
+    ASSERT_EQ(results.size(), 3u);
+    for (size_t j = 0; j < results.size(); ++j) {
+      EXPECT_TRUE(torch::equal(results[j], gemm(products[j].first, products[j].second)))
+          << "call " << call << ", product " << j;
+    }
+  }
+  const RowSplitCounts after = row_split_counts();
+  EXPECT_EQ(after.groups_tried - before.groups_tried, 1);
+  EXPECT_LE(after.groups_side_by_side - before.groups_side_by_side, 1);
+}
+
+TEST(GemmsSideBySide, RunOneAfterAnotherWhereTheyCannotRunSideBySide) {
+  const Settings settings(RowSplit::kAuto);
+  torch::manual_seed(8);
+  const RowSplitCounts before = row_split_counts();
+  const auto one_after_another = [](const std::vector<ProductOperands>& products) {
+    const std::vector<Tensor> results = gemms_side_by_side(products);
+    bool same = results.size() == products.size();
+    for (size_t j = 0; same && j < results.size(); ++j)
+      same = torch::equal(results[j], gemm(products[j].first, products[j].second));
+    return same;
+  };
+  EXPECT_TRUE(one_after_another({{bf16({24, 40}), bf16({40, 8})}}));  // one product
+  std::vector<ProductOperands> float32 = three_products(24);
+  float32[1].first = float32[1].first.to(torch::kFloat);
+  float32[1].second = float32[1].second.to(torch::kFloat);
+  EXPECT_TRUE(one_after_another(float32));                   // a float32 product
+  const Tensor strided = bf16({24, 80}).slice(1, 0, 80, 2);  // (24, 40), strides (80, 2)
+  EXPECT_TRUE(one_after_another({{strided, bf16({40, 8})}, {bf16({16, 40}), bf16({40, 8})}}));
+  {
+    const ScopedSetting<int> one(at::get_num_threads, at::set_num_threads, 1);
+    EXPECT_TRUE(one_after_another(three_products(40)));
+  }
+  set_row_split(RowSplit::kNever);
+  EXPECT_TRUE(one_after_another(three_products(48)));
+  EXPECT_EQ(row_split_counts().groups_tried, before.groups_tried);
 }
 
 TEST(RowSplitProducts, ConfigSpellings) {

@@ -142,9 +142,10 @@ void read_models(ConfigReader& c, TrainConfig& t) {
   t.job.row_split = nn::parse_row_split(
       c.get_choice("model.row_split", nn::to_string(t.job.row_split), {"auto", "never", "always"},
                    "bf16 matrix products on the CPU split by rows, one part per thread, where "
-                   "oneDNN would run them on one: auto = per shape, where its first product "
-                   "found the split faster and bitwise the same, never = oneDNN's own threading, "
-                   "always = every product of 64 or more rows",
+                   "oneDNN would run them on one, and independent products (a Llama's q, k and "
+                   "v) side by side, one per thread: auto = per shape or group, where its first "
+                   "run found that faster and bitwise the same, never = oneDNN's own threading, "
+                   "always = every product of 64 or more rows, every group",
                    ResumeChange::kFree),
       "model.row_split");
   t.job.attention = nn::parse_attention_kernel(

@@ -12,6 +12,7 @@
 #include "bigbatch/nn/fused_block_parts.h"
 #include "bigbatch/nn/linear_function.h"
 #include "bigbatch/nn/precision.h"
+#include "bigbatch/nn/row_split_products.h"
 #include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::nn {
@@ -121,15 +122,24 @@ struct Bf16LinearsFunction : torch::autograd::Function<Bf16LinearsFunction> {
     bool any_weight_grad = false;
     variable_list saved;
     variable_list outputs;
-    std::vector<int64_t> sizes = input.sizes().vec();
+    std::vector<ProductOperands> products;  // rows @ W_j^T, without biases
     for (size_t j = 0; j < weights.size(); ++j) {
       any_weight_grad = any_weight_grad || weights[j].requires_grad();
       const torch::Tensor weight_bf16 = weight_in_dtype(weights[j], torch::kBFloat16);  // (out, in)
       saved.push_back(weight_bf16);
-      const torch::Tensor bias = biases.empty() ? torch::Tensor() : biases[j];
+      if (biases.empty()) {
+        products.emplace_back(rows, weight_bf16.t());
+        continue;
+      }
+      outputs.push_back(
+          gemm_bias(weight_in_dtype(biases[j], torch::kBFloat16), rows, weight_bf16.t()));
+    }
+    if (biases.empty())
+      outputs = gemms_side_by_side(products);  // independent products: side by side where faster
+    std::vector<int64_t> sizes = input.sizes().vec();
+    for (size_t j = 0; j < weights.size(); ++j) {
       sizes.back() = weights[j].size(0);
-      outputs.push_back(gemm_bias(weight_in_dtype(bias, torch::kBFloat16), rows, weight_bf16.t())
-                            .view(sizes));  // (..., out)
+      outputs[j] = outputs[j].view(sizes);  // (..., out)
     }
     // The input only where a weight takes a gradient (a frozen one's backward reads none).
     saved.push_back(any_weight_grad ? rows : torch::Tensor());
@@ -154,8 +164,10 @@ struct Bf16LinearsFunction : torch::autograd::Function<Bf16LinearsFunction> {
     const auto bias_dtype = static_cast<torch::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
     const bool with_bias = ctx->saved_data["with_bias"].toBool();
     variable_list result(1 + count + count);  // input, weights, biases (unused where none)
-    std::vector<torch::Tensor> input_grads;   // (N, in) bf16 each, the last output's first
+    std::vector<ProductOperands> operands;    // input gradients' products, the last output's first
     torch::Tensor rows_transposed;            // rows^T (in, N), made once where a weight uses it
+    std::vector<block_parts::WeightProduct> weight_products;  // of the weights in `weight_of`
+    std::vector<size_t> weight_of;
     for (size_t j = count; j-- > 0;) {
       if (!grads[j].defined())
         continue;
@@ -163,18 +175,32 @@ struct Bf16LinearsFunction : torch::autograd::Function<Bf16LinearsFunction> {
       const torch::Tensor grad = block_parts::in_dtype(grads[j], torch::kBFloat16)
                                      .reshape({-1, weight_bf16.size(0)});  // (N, out)
       if (ctx->needs_input_grad(0))
-        input_grads.push_back(gemm(grad, weight_bf16));
-      torch::Tensor input = rows;
-      if (rows.defined() &&
-          block_parts::transposed_input_pays(grad.size(0), grad.size(1), rows.size(1))) {
-        if (!rows_transposed.defined())
-          rows_transposed = block_parts::transposed_copy(rows);
-        input = rows_transposed.t();  // weight_grad takes the copy instead of making its own
+        operands.emplace_back(grad, weight_bf16);  // the input's gradient from this output
+      if (ctx->needs_input_grad(1 + j)) {
+        torch::Tensor input = rows;
+        if (block_parts::transposed_input_pays(grad.size(0), grad.size(1), rows.size(1))) {
+          if (!rows_transposed.defined())
+            rows_transposed = block_parts::transposed_copy(rows);
+          input = rows_transposed.t();  // taken instead of a copy of its own
+        }
+        weight_products.push_back(block_parts::weight_product_operands(grad, input));
+        weight_of.push_back(j);
       }
-      result[1 + j] = block_parts::weight_grad(ctx->needs_input_grad(1 + j), grad, input,
-                                               weights[j].scalar_type(), weights[j]);  // (out, in)
       if (with_bias && ctx->needs_input_grad(1 + count + j))
         result[1 + count + j] = block_parts::in_dtype(grad.sum(0), bias_dtype);  // (out)
+    }
+    // Every product here is independent of the others: side by side where that is faster.
+    const size_t input_products = operands.size();
+    for (const block_parts::WeightProduct& product : weight_products)
+      operands.emplace_back(product.a, product.b);
+    const std::vector<torch::Tensor> products = gemms_side_by_side(operands);
+    const std::vector<torch::Tensor> input_grads(products.begin(),
+                                                 products.begin() + input_products);  // (N, in)
+    for (size_t p = 0; p < weight_products.size(); ++p) {
+      const torch::Tensor& weight = weights[weight_of[p]];
+      result[1 + weight_of[p]] =
+          block_parts::weight_grad_from_product(weight_products[p], products[input_products + p],
+                                                weight.scalar_type(), weight);  // (out, in)
     }
     if (!input_grads.empty())
       result[0] = sum_input_grads(input_grads, input_dtype)

@@ -65,28 +65,39 @@ namespace {
 /// the width-512 GPT's products (2^30 and more) did (docs/BENCHMARKS.md).
 constexpr int64_t kCopyWorthMultiplyAdds = int64_t(1) << 27;
 
-/// grad^T input (O, I) for grad (N, O) and input (N, I), in their dtype. On a CPU with AMX,
-/// oneDNN runs this product about twice as fast when its left operand is a row-major copy
-/// instead of a transposed view. In a training step a copy costs about what it saves unless the
-/// other operand is at least twice as wide, so for contiguous bf16 operands and large enough
-/// products: grad^T is copied where I >= 2 O (a feed-forward network's output projection),
-/// input^T where O >= 2 I (its first projection, the qkv product), the result (I, O) then
-/// transposed back (docs/BENCHMARKS.md). The transposed view everywhere else.
+}  // namespace
+
+/// On a CPU with AMX, oneDNN runs grad^T input about twice as fast when its left operand is a
+/// row-major copy instead of a transposed view. In a training step a copy costs about what it
+/// saves unless the other operand is at least twice as wide, so for contiguous bf16 operands and
+/// large enough products: grad^T is copied where I >= 2 O (a feed-forward network's output
+/// projection), input^T where O >= 2 I (its first projection, the qkv product), the result
+/// (I, O) then transposed back (docs/BENCHMARKS.md). The transposed view everywhere else.
 /// Where input^T already lies row-major (input a transposed view of a contiguous (I, N) tensor,
 /// as NormedRows::for_weight_grad() gives it), that is taken instead of a copy.
-Tensor weight_product(const Tensor& grad, const Tensor& input) {
+WeightProduct weight_product_operands(const Tensor& grad, const Tensor& input) {
   const bool input_transposed = input.dim() == 2 && plain(input.t(), torch::kBFloat16);
   if (grad.dim() == 2 && input.dim() == 2 && plain(grad, torch::kBFloat16) &&
       (plain(input, torch::kBFloat16) || input_transposed)) {
     const int64_t rows = grad.size(0), outputs = grad.size(1), inputs = input.size(1);
     if (transposed_input_pays(rows, outputs, inputs))
-      return transposed_copy(gemm(input_transposed ? input.t() : transposed_copy(input), grad));
+      return {input_transposed ? input.t() : transposed_copy(input), grad, true};
     // The same rule with the operands' roles swapped: grad^T copied where I >= 2 O.
     if (!input_transposed && transposed_input_pays(rows, inputs, outputs))
-      return gemm(transposed_copy(grad), input);
+      return {transposed_copy(grad), input, false};
   }
-  return gemm(grad.t(), input);
+  return {grad.t(), input, false};
 }
+
+Tensor weight_grad_from_product(const WeightProduct& operands, const Tensor& product,
+                                torch::ScalarType dtype, const Tensor& weight) {
+  const Tensor grad = operands.transposed ? transposed_copy(product) : product;  // (O, I)
+  if (grad.scalar_type() != dtype && add_to_weight_grad(weight, grad))
+    return Tensor();  // already in .grad
+  return in_dtype(grad, dtype);
+}
+
+namespace {
 
 /// GELU of a feed-forward network's pre-activation (N, I): the bf16 kernels for contiguous bf16
 /// CPU values, at::gelu elsewhere.
@@ -183,10 +194,8 @@ Tensor weight_grad(bool wanted, const Tensor& grad, const Tensor& input, torch::
                    const Tensor& weight) {
   if (!wanted)
     return Tensor();
-  const Tensor product = weight_product(grad, input);  // (O, I), in grad's dtype
-  if (product.scalar_type() != dtype && add_to_weight_grad(weight, product))
-    return Tensor();  // already in .grad
-  return in_dtype(product, dtype);
+  const WeightProduct operands = weight_product_operands(grad, input);
+  return weight_grad_from_product(operands, gemm(operands.a, operands.b), dtype, weight);
 }
 
 Tensor bias_grad(bool wanted, const Tensor& grad, torch::ScalarType dtype) {

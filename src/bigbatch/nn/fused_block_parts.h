@@ -42,6 +42,21 @@ torch::Tensor weight_grad(bool wanted, const torch::Tensor& grad, const torch::T
                           torch::ScalarType dtype, const torch::Tensor& weight = torch::Tensor());
 torch::Tensor bias_grad(bool wanted, const torch::Tensor& grad, torch::ScalarType dtype);
 
+/// How weight_grad multiplies: grad^T input is the product a @ b, transposed back where
+/// `transposed` (a (O or I, N), b (N, I or O)).
+struct WeightProduct {
+  torch::Tensor a, b;
+  bool transposed = false;
+};
+/// weight_grad's product operands for grad (N, O) and input (N, I): a transposed view, or a
+/// row-major copy of grad^T or input^T where transposed_input_pays (copies are made here).
+WeightProduct weight_product_operands(const torch::Tensor& grad, const torch::Tensor& input);
+/// weight_grad from its product: `product` is operands.a @ operands.b as nn::gemm computes it
+/// (bitwise), for callers that run several products at once (nn/bf16_linear's groups).
+torch::Tensor weight_grad_from_product(const WeightProduct& operands, const torch::Tensor& product,
+                                       torch::ScalarType dtype,
+                                       const torch::Tensor& weight = torch::Tensor());
+
 /// A product's output gradient `grad` (N, O) in the product's dtype `compute`, and where `wanted`
 /// the product's bias gradient (O), the column sums of that gradient, in `dtype` (as bias_grad).
 /// One pass (nn/layer_norm_kernels: bf16_rows_and_column_sums) for a contiguous float32 CPU grad

@@ -9,6 +9,12 @@
 // its version and the CPU, so the split is chosen per shape by trying both at the shape's first
 // product: it is kept only where it was faster and its result bitwise the unsplit one's, so the
 // choice never changes a result.
+//
+// Independent products (a Llama's q, k and v of one input, or gate and up; in backward their
+// input and weight gradients) can instead run side by side, each a one-thread product on a
+// thread of its own (gemms_side_by_side): oneDNN ran some of them, the weight gradients'
+// transposed-view products among them, at only 1.3-1.6x their one-thread rate on 2 threads. The
+// same rule decides: per group of shapes, kept only where faster and bitwise the same.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,6 +22,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace bigbatch::nn {
 
@@ -60,12 +68,29 @@ bool split_product_with_bias_into(const torch::Tensor& result, const torch::Tens
                                   const torch::Tensor& a, const torch::Tensor& b,
                                   const std::function<torch::Tensor()>& unsplit);
 
-/// How many shapes have been tried so far, and in how many of them the split was kept.
+/// One product a @ b of gemms_side_by_side: a (n, k), b (k, m).
+using ProductOperands = std::pair<torch::Tensor, torch::Tensor>;
+
+/// a_j @ b_j for each product, each result what gemm(a_j, b_j) (nn/fp32_matmul) gives. Where
+/// every pair is two bf16 CPU matrices with a unit stride each, there are at least two, row_split()
+/// is not kNever, more than one OpenMP thread and outside a parallel region, they may run side by
+/// side: each a one-thread product on one of the threads, the threads given about equal shares of
+/// multiply-adds (the largest product first to the least loaded). Under kAuto the group's first
+/// run (its shapes and layouts) times both ways and keeps side by side only where faster and each
+/// result bitwise gemm's; after 64 groups tried, new groups run one after another. kAlways runs
+/// every such group side by side. Elsewhere one after another, each gemm().
+/// products (a_j (n_j, k_j), b_j (k_j, m_j)) -> results (n_j, m_j)
+std::vector<torch::Tensor> gemms_side_by_side(const std::vector<ProductOperands>& products);
+
+/// How many shapes have been tried so far, and in how many of them the split was kept; how many
+/// groups of gemms_side_by_side were tried, and in how many running side by side was kept.
 struct RowSplitCounts {
   int64_t tried = 0;
   int64_t split = 0;
+  int64_t groups_tried = 0;
+  int64_t groups_side_by_side = 0;
 };
-/// The trials of this process so far.
+/// The trials of this process so far (row splits and groups side by side).
 RowSplitCounts row_split_counts();
 
 }  // namespace bigbatch::nn

@@ -114,6 +114,10 @@ void expect_close_bf16(const torch::Tensor& actual, const torch::Tensor& expecte
 }
 
 TEST(NativeBf16Linear, ComputesAutocastsValuesOverManyWindows) {
+  // Two threads, so that a node's two gradient products may run side by side.
+  const testing::ScopedSetting<int> threads(at::get_num_threads, at::set_num_threads, 2);
+  const testing::ScopedSetting<RowSplit> split(row_split, set_row_split, RowSplit::kAuto);
+  const RowSplitCounts before = row_split_counts();
   const Trace fused = run_windows(BlockKernel::kAuto);
   const Trace composite = run_windows(BlockKernel::kComposite);  // autocast's at::linear
   ASSERT_EQ(fused.outputs.size(), 18u);
@@ -131,6 +135,7 @@ TEST(NativeBf16Linear, ComputesAutocastsValuesOverManyWindows) {
     expect_close_bf16(fused.parameter_grads[i], composite.parameter_grads[i],
                       "parameter gradient " + std::to_string(i));
   }
+  EXPECT_GT(row_split_counts().groups_tried, before.groups_tried);  // the gradients' products
 }
 
 TEST(NativeBf16Linear, AddsWeightGradientsIntoGradOnlyInsideTheScope) {

@@ -11,10 +11,11 @@
 // choice never changes a result.
 //
 // Independent products (a Llama's q, k and v of one input, or gate and up; in backward their
-// input and weight gradients) can instead run side by side, each a one-thread product on a
-// thread of its own (gemms_side_by_side): oneDNN ran some of them, the weight gradients'
-// transposed-view products among them, at only 1.3-1.6x their one-thread rate on 2 threads. The
-// same rule decides: per group of shapes, kept only where faster and bitwise the same.
+// input and weight gradients, and any bf16 Linear's two) can instead run side by side, each a
+// one-thread product on a thread of its own (gemms_side_by_side): oneDNN ran some of them, the
+// weight gradients' transposed-view products among them, at only 1.3-1.6x their one-thread rate on
+// 2 threads. The same rule decides: per group of shapes, kept only where faster and bitwise the
+// same.
 #pragma once
 
 #include <torch/torch.h>

@@ -26,7 +26,7 @@ constexpr int64_t kRowAlignment = 32;
 /// A split is kept where it took at most this share of the unsplit product's time.
 constexpr double kKeepBelow = 0.9;
 /// Products side by side are kept where they took at most this share of the time one after
-/// another took (the 30M Llama's groups measured 0.80-0.93 in their trials).
+/// another took (the 30M Llama's groups measured 0.78-0.92 in their trials).
 constexpr double kKeepSideBySideBelow = 0.95;
 /// Shapes tried at most; later new shapes run unsplit. Rows that change from product to product
 /// (a BERT's micro-batches without their padding) would otherwise try every product.

@@ -99,22 +99,23 @@ variable_list native_bf16_linear_backward(AutogradContext* ctx, const variable_l
   };
   variable_list result(3);
   const torch::Tensor weight = ctx->saved_data["weight"].toTensor();
-  if (ctx->needs_input_grad(0) && ctx->needs_input_grad(1)) {
-    // The two products are independent: side by side where that is faster.
-    const block_parts::WeightProduct operands = block_parts::weight_product_operands(grad, rows);
-    const std::vector<torch::Tensor> products =
-        gemms_side_by_side({{grad, weight_bf16}, {operands.a, operands.b}});
-    result[0] = block_parts::in_dtype(products[0], dtype("input_dtype"))
+  // The input's and the weight's products are independent: side by side where that is faster.
+  std::vector<ProductOperands> products;
+  if (ctx->needs_input_grad(0))
+    products.emplace_back(grad, weight_bf16);
+  std::optional<block_parts::WeightProduct> weight_product;
+  if (ctx->needs_input_grad(1)) {
+    weight_product = block_parts::weight_product_operands(grad, rows);
+    products.emplace_back(weight_product->a, weight_product->b);
+  }
+  const std::vector<torch::Tensor> results = gemms_side_by_side(products);
+  if (ctx->needs_input_grad(0)) {
+    result[0] = block_parts::in_dtype(results.front(), dtype("input_dtype"))
                     .view(ctx->saved_data["input_sizes"].toIntVector());  // (..., in)
-    result[1] = block_parts::weight_grad_from_product(operands, products[1], weight.scalar_type(),
-                                                      weight);  // (out, in)
-  } else {
-    if (ctx->needs_input_grad(0)) {
-      result[0] = block_parts::in_dtype(gemm(grad, weight_bf16), dtype("input_dtype"))
-                      .view(ctx->saved_data["input_sizes"].toIntVector());  // (..., in)
-    }
-    result[1] = block_parts::weight_grad(ctx->needs_input_grad(1), grad, rows, weight.scalar_type(),
-                                         weight);  // (out, in)
+  }
+  if (weight_product) {
+    result[1] = block_parts::weight_grad_from_product(*weight_product, results.back(),
+                                                      weight.scalar_type(), weight);  // (out, in)
   }
   if (with_bias && ctx->needs_input_grad(2))
     result[2] = block_parts::in_dtype(grad.sum(0), dtype("bias_dtype"));  // (out)

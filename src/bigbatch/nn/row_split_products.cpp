@@ -243,6 +243,14 @@ void run_side_by_side(const std::vector<ProductOperands>& products,
   });
 }
 
+/// An uninitialised result (n, m) for each product a (n, k) @ b (k, m).
+std::vector<torch::Tensor> empty_results(const std::vector<ProductOperands>& products) {
+  std::vector<torch::Tensor> results;
+  for (const ProductOperands& p : products)
+    results.push_back(at::empty({p.first.size(0), p.second.size(1)}, p.first.options()));
+  return results;
+}
+
 std::vector<torch::Tensor> one_after_another(const std::vector<ProductOperands>& products) {
   std::vector<torch::Tensor> results;
   for (const ProductOperands& p : products)
@@ -254,13 +262,10 @@ std::vector<torch::Tensor> one_after_another(const std::vector<ProductOperands>&
 /// become gemm's.
 bool try_side_by_side(const std::vector<ProductOperands>& products,
                       std::vector<torch::Tensor>& results) {
-  std::vector<torch::Tensor> scratch;
-  for (const torch::Tensor& r : results)
-    scratch.push_back(at::empty_like(r));
+  const std::vector<torch::Tensor> scratch = empty_results(products);
   const auto side_by_side = [&] { run_side_by_side(products, scratch); };
   const auto sequential = [&] { results = one_after_another(products); };
   const std::array<double, 2> fastest = fastest_times(side_by_side, sequential, 5);
-
   if (fastest[0] > kKeepSideBySideBelow * fastest[1])
     return false;
   for (size_t j = 0; j < results.size(); ++j) {
@@ -334,26 +339,21 @@ bool split_product_with_bias_into(const torch::Tensor& result, const torch::Tens
 std::vector<torch::Tensor> gemms_side_by_side(const std::vector<ProductOperands>& products) {
   if (!side_by_side_operands(products))
     return one_after_another(products);
-  std::vector<torch::Tensor> results;
-  GroupKey key{{}, at::get_num_threads()};
-  for (const ProductOperands& p : products) {
-    const torch::Tensor& a = p.first;
-    const torch::Tensor& b = p.second;
-    results.push_back(at::empty({a.size(0), b.size(1)}, a.options()));  // (n, m)
-    key.first.push_back({a.size(0), a.size(1), b.size(1), a.stride(1) == 1, b.stride(1) == 1});
-  }
-  if (row_split() == RowSplit::kAlways) {
+  const auto side_by_side = [&products] {
+    std::vector<torch::Tensor> results = empty_results(products);  // (n, m) each
     run_side_by_side(products, results);
     return results;
-  }
+  };
+  if (row_split() == RowSplit::kAlways)
+    return side_by_side();
+  GroupKey key{{}, at::get_num_threads()};
+  for (const auto& [a, b] : products)
+    key.first.push_back({a.size(0), a.size(1), b.size(1), a.stride(1) == 1, b.stride(1) == 1});
   Trials& all = trials();
   if (const std::optional<bool> known =
-          known_choice(all.side_by_side, key, all.counts.groups_tried)) {
-    if (!*known)
-      return one_after_another(products);
-    run_side_by_side(products, results);
-    return results;
-  }
+          known_choice(all.side_by_side, key, all.counts.groups_tried))
+    return *known ? side_by_side() : one_after_another(products);
+  std::vector<torch::Tensor> results;
   const bool keep = try_side_by_side(products, results);  // `results` hold gemm's
   remember_choice(all.side_by_side, key, keep, all.counts.groups_tried,
                   all.counts.groups_side_by_side);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::models {
 namespace {
@@ -140,6 +141,21 @@ TEST(GenerateIds, FeedsTheLastContextIdsAndStopsAfterTheStopId) {
   EXPECT_EQ(seen_lengths, (std::vector<int64_t>{1, 2, 3, 3, 3, 3}));
   EXPECT_EQ(generate_ids(forward, {7}, 3, greedy, /*stop=*/3), (std::vector<int64_t>{2, 3}));
   EXPECT_THROW(generate_ids(forward, {}, 3, greedy), InputError);
+}
+
+TEST(GenerateIds, CastsEachWeightOnceForAllTheSteps) {
+  const torch::Tensor weight = torch::full({5}, 0.25).requires_grad_();  // a parameter
+  std::vector<torch::Tensor> copies;  // held, so that no later copy can take an earlier's place
+  const auto forward = [&](const torch::Tensor& ids) {
+    copies.push_back(nn::weight_in_dtype(weight, torch::kBFloat16));
+    return copies.back().to(torch::kFloat).expand({1, ids.size(1), 5});  // (1, T, 5)
+  };
+  const torch::NoGradGuard no_grad;
+  generate_ids(forward, {1}, /*context=*/4, SampleOptions().max_new_bytes(3));
+  ASSERT_EQ(copies.size(), 3u);
+  EXPECT_TRUE(copies[1].is_same(copies[0]));
+  EXPECT_TRUE(copies[2].is_same(copies[0]));
+  EXPECT_FALSE(nn::weight_copies_kept());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "bigbatch/core/device.h"
 #include "bigbatch/engine/window_sampler.h"
 #include "bigbatch/nn/mode_guard.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::engine {
 
@@ -18,6 +19,9 @@ metrics::EvalRecord evaluate(const EvaluationInput& input) {
   const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   nn::ModeGuard eval_mode(*input.model, false);
+  // The weights do not change while evaluating: the compute-dtype copies are made once, not once
+  // per batch (nn/weight_copies.h).
+  const nn::WeightCopyScope weight_copies;
   const data::Dataset& val = *input.data;
   const c10::Device device = device_of(*input.model);
   const int64_t available = val.size();

@@ -24,7 +24,8 @@ struct EvaluationInput {
 };
 
 /// The mean loss per unit over the samples, without gradients; each rank evaluates its shard
-/// and the sums are all-reduced.
+/// and the sums are all-reduced. The weights must not change during the call: their compute-dtype
+/// copies are made once for it (nn/weight_copies.h).
 metrics::EvalRecord evaluate(const EvaluationInput& input);
 
 }  // namespace bigbatch::engine

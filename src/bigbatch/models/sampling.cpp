@@ -8,6 +8,7 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/mode_guard.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::models {
 namespace {
@@ -40,6 +41,9 @@ std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch:
   BB_CHECK_INPUT(context >= 1, "generate_ids needs a context of at least 1, got ", context);
   torch::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed());
   const auto window_size = static_cast<size_t>(context);
+  // The weights do not change while generating: the compute-dtype copies are made once, not once
+  // per token (nn/weight_copies.h).
+  const nn::WeightCopyScope weight_copies;
   std::vector<int64_t> generated;
   for (int64_t step = 0; step < options.max_new_bytes(); ++step) {
     const size_t start = tokens.size() > window_size ? tokens.size() - window_size : 0;

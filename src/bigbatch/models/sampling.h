@@ -35,8 +35,9 @@ std::string generate_text(Gpt& model, const std::string& prompt, const SampleOpt
 /// generate_text does for bytes: each step feeds the last `context` ids to `forward` (ids (1, T)
 /// int64 -> logits (1, T, V)), applies temperature and top-k to the last position's logits and
 /// draws from a private generator seeded with options.seed. Stops after drawing `stop` (which is
-/// returned). Returns the new ids only. The caller sets eval mode and no-grad. Throws InputError
-/// for temperature <= 0, max_new_bytes < 0 or an empty prompt.
+/// returned). Returns the new ids only. The caller sets eval mode and no-grad; the weights must not
+/// change during the call (their compute-dtype copies are kept, nn/weight_copies.h). Throws
+/// InputError for temperature <= 0, max_new_bytes < 0 or an empty prompt.
 std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
                                   std::vector<int64_t> prompt, int64_t context,
                                   const SampleOptions& options,

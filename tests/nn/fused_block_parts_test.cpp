@@ -1,11 +1,15 @@
 // The fused blocks' shared parts: a weight gradient from its input given as a transposed view of
 // a row-major input^T (what the LayerNorm kernels write in passing) is bitwise the one from the
-// input itself, and a LayerNorm asked for its transposed result writes it.
+// input itself, a square one copies grad^T where its product may run on one thread, and a
+// LayerNorm asked for its transposed result writes it.
 #include "bigbatch/nn/fused_block_parts.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include "bigbatch/core/system_info.h"
+#include "bigbatch/nn/fp32_matmul.h"
 
 namespace bigbatch::nn::block_parts {
 namespace {
@@ -37,6 +41,39 @@ TEST(FusedBlockParts, AWeightGradientFromATransposedInputIsBitwiseTheOneFromTheI
               1e-3);
   EXPECT_FALSE(transposed_input_pays(rows, inputs, inputs));  // a square product: never
   EXPECT_FALSE(transposed_input_pays(16, outputs, inputs));   // a small one: never
+}
+
+TEST(FusedBlockParts, ASquareWeightGradientCopiesGradTransposedWhereItMayRunOnOneThread) {
+  const bool amx = this_cpu_flags().count("amx_bf16") == 1;
+  const int64_t rows = 1024, width = 576;  // a Llama's q or o projection
+  const ProductThreads one = ProductThreads::kMaybeOne, all = ProductThreads::kAll;
+  EXPECT_EQ(transposed_grad_pays(rows, width, width, one), amx);
+  EXPECT_FALSE(transposed_grad_pays(rows, width, width, all));
+  EXPECT_EQ(transposed_grad_pays(rows, width, 2 * width, all), amx);  // an output projection
+  EXPECT_FALSE(transposed_grad_pays(rows, width, width - 1, one));    // fewer inputs than outputs
+  EXPECT_FALSE(transposed_grad_pays(16, width, width, one));          // a small product
+
+  torch::manual_seed(7);
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  const torch::Tensor grad = torch::randn({rows, width}, bf16);   // (N, O)
+  const torch::Tensor input = torch::randn({rows, width}, bf16);  // (N, I)
+  const WeightProduct on_one = weight_product_operands(grad, input, one);
+  const WeightProduct on_all = weight_product_operands(grad, input, all);
+  EXPECT_FALSE(on_one.transposed);
+  EXPECT_EQ(on_one.a.is_contiguous(), amx);  // a row-major copy of grad^T (O, N), or the view
+  EXPECT_FALSE(on_all.a.is_contiguous());
+  EXPECT_TRUE(torch::equal(on_one.a, grad.t()));
+  EXPECT_TRUE(on_one.b.is_same(input));
+  // Either way grad^T input, rounded once to bf16.
+  const torch::Tensor exact = grad.to(torch::kDouble).t().matmul(input.to(torch::kDouble));
+  for (const WeightProduct& operands : {on_one, on_all}) {
+    const torch::Tensor result =
+        weight_grad_from_product(operands, gemm(operands.a, operands.b), torch::kFloat);  // (O, I)
+    EXPECT_LE(((result.to(torch::kDouble) - exact).abs() - exact.abs() * std::ldexp(1.0, -8))
+                  .max()
+                  .item<double>(),
+              1e-3);
+  }
 }
 
 TEST(FusedBlockParts, ALayerNormAskedForItsTransposeWritesIt) {

@@ -33,6 +33,9 @@ struct LastInputCast {
 
 thread_local LastInputCast last_input_cast;
 
+/// The weight-gradient products here run through gemms_side_by_side: perhaps on one thread each.
+constexpr block_parts::ProductThreads kMaybeOneThread = block_parts::ProductThreads::kMaybeOne;
+
 /// `input` in bf16: itself, the cast made for the previous product of the same unchanged input,
 /// or a new cast (the values autocast's own cast would make).
 torch::Tensor input_in_bf16(const torch::Tensor& input) {
@@ -105,7 +108,7 @@ variable_list native_bf16_linear_backward(AutogradContext* ctx, const variable_l
     products.emplace_back(grad, weight_bf16);
   std::optional<block_parts::WeightProduct> weight_product;
   if (ctx->needs_input_grad(1)) {
-    weight_product = block_parts::weight_product_operands(grad, rows);
+    weight_product = block_parts::weight_product_operands(grad, rows, kMaybeOneThread);
     products.emplace_back(weight_product->a, weight_product->b);
   }
   const std::vector<torch::Tensor> results = gemms_side_by_side(products);
@@ -195,7 +198,8 @@ struct Bf16LinearsFunction : torch::autograd::Function<Bf16LinearsFunction> {
             rows_transposed = block_parts::transposed_copy(rows);
           input = rows_transposed.t();  // taken instead of a copy of its own
         }
-        weight_products.push_back(block_parts::weight_product_operands(grad, input));
+        weight_products.push_back(
+            block_parts::weight_product_operands(grad, input, kMaybeOneThread));
         weight_of.push_back(j);
       }
       if (with_bias && ctx->needs_input_grad(1 + count + j))

@@ -65,6 +65,13 @@ namespace {
 /// the width-512 GPT's products (2^30 and more) did (docs/BENCHMARKS.md).
 constexpr int64_t kCopyWorthMultiplyAdds = int64_t(1) << 27;
 
+/// Whether a bf16 weight-gradient product of these sizes is large enough for a transposed copy of
+/// an operand to pay on this CPU.
+bool transposed_copy_worth(int64_t rows, int64_t outputs, int64_t inputs) {
+  static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
+  return amx && rows * outputs * inputs >= kCopyWorthMultiplyAdds;
+}
+
 }  // namespace
 
 /// On a CPU with AMX, oneDNN runs grad^T input about twice as fast when its left operand is a
@@ -72,18 +79,20 @@ constexpr int64_t kCopyWorthMultiplyAdds = int64_t(1) << 27;
 /// saves unless the other operand is at least twice as wide, so for contiguous bf16 operands and
 /// large enough products: grad^T is copied where I >= 2 O (a feed-forward network's output
 /// projection), input^T where O >= 2 I (its first projection, the qkv product), the result
-/// (I, O) then transposed back (docs/BENCHMARKS.md). The transposed view everywhere else.
+/// (I, O) then transposed back (docs/BENCHMARKS.md). On one thread the view is slower still
+/// (1.6x for a square product), so where the product may run on one (ProductThreads::kMaybeOne)
+/// grad^T is copied already where I >= O. The transposed view everywhere else.
 /// Where input^T already lies row-major (input a transposed view of a contiguous (I, N) tensor,
 /// as NormedRows::for_weight_grad() gives it), that is taken instead of a copy.
-WeightProduct weight_product_operands(const Tensor& grad, const Tensor& input) {
+WeightProduct weight_product_operands(const Tensor& grad, const Tensor& input,
+                                      ProductThreads threads) {
   const bool input_transposed = input.dim() == 2 && plain(input.t(), torch::kBFloat16);
   if (grad.dim() == 2 && input.dim() == 2 && plain(grad, torch::kBFloat16) &&
       (plain(input, torch::kBFloat16) || input_transposed)) {
     const int64_t rows = grad.size(0), outputs = grad.size(1), inputs = input.size(1);
     if (transposed_input_pays(rows, outputs, inputs))
       return {input_transposed ? input.t() : transposed_copy(input), grad, true};
-    // The same rule with the operands' roles swapped: grad^T copied where I >= 2 O.
-    if (!input_transposed && transposed_input_pays(rows, inputs, outputs))
+    if (!input_transposed && transposed_grad_pays(rows, outputs, inputs, threads))
       return {transposed_copy(grad), input, false};
   }
   return {grad.t(), input, false};
@@ -226,8 +235,12 @@ std::pair<Tensor, Tensor> in_dtype_with_bias_grad(const Tensor& grad, torch::Sca
 }
 
 bool transposed_input_pays(int64_t rows, int64_t outputs, int64_t inputs) {
-  static const bool amx = this_cpu_flags().count("amx_bf16") == 1;
-  return amx && rows * outputs * inputs >= kCopyWorthMultiplyAdds && outputs >= 2 * inputs;
+  return outputs >= 2 * inputs && transposed_copy_worth(rows, outputs, inputs);
+}
+
+bool transposed_grad_pays(int64_t rows, int64_t outputs, int64_t inputs, ProductThreads threads) {
+  const int64_t least_inputs = threads == ProductThreads::kMaybeOne ? outputs : 2 * outputs;
+  return inputs >= least_inputs && transposed_copy_worth(rows, outputs, inputs);
 }
 
 NormedRows layer_norm_in(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,

@@ -48,9 +48,14 @@ struct WeightProduct {
   torch::Tensor a, b;
   bool transposed = false;
 };
+/// Where a weight gradient's product runs: on all the threads (nn::gemm), or perhaps on one beside
+/// another product (nn::gemms_side_by_side).
+enum class ProductThreads { kAll, kMaybeOne };
 /// weight_grad's product operands for grad (N, O) and input (N, I): a transposed view, or a
-/// row-major copy of grad^T or input^T where transposed_input_pays (copies are made here).
-WeightProduct weight_product_operands(const torch::Tensor& grad, const torch::Tensor& input);
+/// row-major copy of input^T where transposed_input_pays or of grad^T where transposed_grad_pays
+/// (copies are made here).
+WeightProduct weight_product_operands(const torch::Tensor& grad, const torch::Tensor& input,
+                                      ProductThreads threads = ProductThreads::kAll);
 /// weight_grad from its product: `product` is operands.a @ operands.b as nn::gemm computes it
 /// (bitwise), for callers that run several products at once (nn/bf16_linear's groups).
 torch::Tensor weight_grad_from_product(const WeightProduct& operands, const torch::Tensor& product,
@@ -72,6 +77,12 @@ std::pair<torch::Tensor, torch::Tensor> in_dtype_with_bias_grad(const torch::Ten
 /// network's first product). weight_grad then takes input^T where it is given as a transposed
 /// view of it (input = t.t() for a contiguous t (I, N)) and makes the copy otherwise.
 bool transposed_input_pays(int64_t rows, int64_t outputs, int64_t inputs);
+
+/// Whether that weight gradient multiplies a row-major grad^T (O, N) instead (no transposing back):
+/// on a CPU with AMX, for products of at least 2^27 multiply-adds whose inputs are at least twice
+/// the outputs (an output projection), or as many where the product may run on one thread, on
+/// which oneDNN ran a square one from the copy 1.6x as fast as from the view (docs/BENCHMARKS.md).
+bool transposed_grad_pays(int64_t rows, int64_t outputs, int64_t inputs, ProductThreads threads);
 
 /// A LayerNorm's result in a block's compute dtype and what its backward reads.
 struct NormedRows {

@@ -51,6 +51,14 @@ TEST(RowSplitProducts, AlwaysSplitsTheRowsOnePartPerThreadWithinRounding) {
   }
 }
 
+TEST(RowSplitProducts, CountsAreDescribedInOneLineOnlyWhereSomethingWasTried) {
+  EXPECT_EQ(describe(RowSplitCounts{}), "");
+  EXPECT_EQ(describe(RowSplitCounts{12, 4, 6, 5}),
+            "bf16 products (model.row_split = \"auto\"): 12 shapes timed, 4 split by rows; 6 "
+            "groups timed, 5 side by side");
+  EXPECT_NE(describe(RowSplitCounts{0, 0, 1, 0}), "");  // a group alone
+}
+
 TEST(RowSplitProducts, AutoTriesEachShapeOnceAndGivesTheUnsplitBits) {
   const Settings settings(RowSplit::kAuto);
   torch::manual_seed(4);

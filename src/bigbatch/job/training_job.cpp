@@ -28,6 +28,7 @@
 #include "bigbatch/metrics/jsonl_sink.h"
 #include "bigbatch/metrics/progress.h"
 #include "bigbatch/metrics/tensorboard_sink.h"
+#include "bigbatch/nn/row_split_products.h"
 
 namespace bigbatch::job {
 
@@ -191,6 +192,10 @@ JobResult finish(const TrainingJobOptions& options, const PreparedRun& run,
       std::isfinite(summary.first_val_loss)
           ? cat("val loss ", summary.first_val_loss, " -> ", summary.last_val_loss)
           : std::string("no validation split");
+  // What model.row_split = "auto" chose for the bf16 products, where it tried anything.
+  const std::string products = nn::describe(nn::row_split_counts());
+  if (!products.empty())
+    out << "\n" << products;
   out << "\nfinished " << summary.steps << " steps in " << human_duration(summary.seconds)
       << (summary.skipped_steps > 0 ? cat(" (", summary.skipped_steps, " windows skipped)") : "")
       << ": train loss " << summary.last_train_loss << ", " << validation

@@ -366,4 +366,12 @@ RowSplitCounts row_split_counts() {
   return all.counts;
 }
 
+std::string describe(const RowSplitCounts& counts) {
+  if (counts.tried == 0 && counts.groups_tried == 0)
+    return "";
+  return cat("bf16 products (model.row_split = \"auto\"): ", counts.tried, " shapes timed, ",
+             counts.split, " split by rows; ", counts.groups_tried, " groups timed, ",
+             counts.groups_side_by_side, " side by side");
+}
+
 }  // namespace bigbatch::nn

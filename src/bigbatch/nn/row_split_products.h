@@ -94,4 +94,9 @@ struct RowSplitCounts {
 /// The trials of this process so far (row splits and groups side by side).
 RowSplitCounts row_split_counts();
 
+/// What `counts` says in one line for a run's output, "bf16 products (model.row_split = "auto"):
+/// 12 shapes timed, 4 split by rows; 6 groups timed, 5 side by side"; empty where nothing was
+/// tried (no bf16 products on the kernels, or row_split "always" or "never").
+std::string describe(const RowSplitCounts& counts);
+
 }  // namespace bigbatch::nn

@@ -10,7 +10,6 @@
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/fused_block_parts.h"
-#include "bigbatch/nn/linear_function.h"
 #include "bigbatch/nn/precision.h"
 #include "bigbatch/nn/row_split_products.h"
 #include "bigbatch/nn/weight_copies.h"
@@ -62,67 +61,6 @@ void check_no_second_derivative() {
            "nn::linear under CPU bf16 autocast runs as one node and has no second derivative "
            "(backward with create_graph); run it with model.block_kernel = \"composite\" "
            "(nn::BlockKernel::kComposite)");
-}
-
-/// native_bf16_linear's forward (nn/linear_function.h): saves the bf16 input and weight, the
-/// parameter itself (for add_to_weight_grad) and the dtypes the gradients go back in.
-torch::Tensor native_bf16_linear_forward(AutogradContext* ctx, const torch::Tensor& input,
-                                         const torch::Tensor& weight, const torch::Tensor& bias) {
-  const block_parts::KernelScope scope;
-  const torch::Tensor input_bf16 = input_in_bf16(input);                        // (..., in)
-  const torch::Tensor weight_bf16 = weight_in_dtype(weight, torch::kBFloat16);  // (out, in)
-  const torch::Tensor rows = input_bf16.reshape({-1, input_bf16.size(-1)});     // (N, in)
-  // The input only where the weight takes a gradient (a frozen one's backward reads none).
-  ctx->save_for_backward({weight.requires_grad() ? rows : torch::Tensor(), weight_bf16});
-  ctx->saved_data["weight"] = weight;
-  ctx->saved_data["input_sizes"] = input.sizes().vec();
-  ctx->saved_data["input_dtype"] = static_cast<int64_t>(input.scalar_type());
-  ctx->saved_data["bias_dtype"] =
-      static_cast<int64_t>(bias.defined() ? bias.scalar_type() : torch::kFloat);
-  const torch::Tensor output = gemm_bias(weight_in_dtype(bias, torch::kBFloat16), rows,
-                                         weight_bf16.t());  // (N, out)
-  std::vector<int64_t> sizes = input.sizes().vec();
-  sizes.back() = weight.size(0);
-  return output.view(sizes);  // (..., out)
-}
-
-/// Gradients of native_bf16_linear_forward: {input, weight, bias}, undefined where not needed (the
-/// bias's when `with_bias` is false) and the weight's where add_to_weight_grad took it.
-variable_list native_bf16_linear_backward(AutogradContext* ctx, const variable_list& grads,
-                                          bool with_bias) {
-  check_no_second_derivative();
-  const block_parts::KernelScope scope;
-  const variable_list saved = ctx->get_saved_variables();
-  const torch::Tensor& rows = saved[0];         // (N, in); undefined for a frozen weight
-  const torch::Tensor& weight_bf16 = saved[1];  // (out, in)
-  const torch::Tensor grad = block_parts::in_dtype(grads[0], torch::kBFloat16)
-                                 .reshape({-1, weight_bf16.size(0)});  // (N, out)
-  const auto dtype = [ctx](const char* name) {
-    return static_cast<torch::ScalarType>(ctx->saved_data[name].toInt());
-  };
-  variable_list result(3);
-  const torch::Tensor weight = ctx->saved_data["weight"].toTensor();
-  // The input's and the weight's products are independent: side by side where that is faster.
-  std::vector<ProductOperands> products;
-  if (ctx->needs_input_grad(0))
-    products.emplace_back(grad, weight_bf16);
-  std::optional<block_parts::WeightProduct> weight_product;
-  if (ctx->needs_input_grad(1)) {
-    weight_product = block_parts::weight_product_operands(grad, rows, kMaybeOneThread);
-    products.emplace_back(weight_product->a, weight_product->b);
-  }
-  const std::vector<torch::Tensor> results = gemms_side_by_side(products);
-  if (ctx->needs_input_grad(0)) {
-    result[0] = block_parts::in_dtype(results.front(), dtype("input_dtype"))
-                    .view(ctx->saved_data["input_sizes"].toIntVector());  // (..., in)
-  }
-  if (weight_product) {
-    result[1] = block_parts::weight_grad_from_product(*weight_product, results.back(),
-                                                      weight.scalar_type(), weight);  // (out, in)
-  }
-  if (with_bias && ctx->needs_input_grad(2))
-    result[2] = block_parts::in_dtype(grad.sum(0), dtype("bias_dtype"));  // (out)
-  return result;
 }
 
 /// native_bf16_linears' node. Inputs: the input, then the weights, then the biases (none, or one
@@ -294,7 +232,10 @@ torch::Tensor native_bf16_linear(const torch::Tensor& input, const torch::Tensor
            "bf16 operands input (..., in), weight (out, in), bias (out), got ",
            input.sizes(), " ", input.scalar_type(), ", ", weight.sizes(), " ", weight.scalar_type(),
            ", ", bias.defined() ? bias.sizes() : c10::IntArrayRef{});
-  return apply_linear<native_bf16_linear_forward, native_bf16_linear_backward>(input, weight, bias);
+  // One weight of the node of several: the same products, roundings and gradients.
+  const std::vector<torch::Tensor> biases =
+      bias.defined() ? std::vector<torch::Tensor>{bias} : std::vector<torch::Tensor>{};
+  return Bf16LinearsFunction::apply(input, at::TensorList(weight), at::TensorList(biases)).front();
 }
 
 }  // namespace bigbatch::nn

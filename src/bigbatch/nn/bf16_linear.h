@@ -24,7 +24,7 @@ bool native_bf16_linear_applies(const torch::Tensor& input, const torch::Tensor&
 /// in its dtype (rounded to bf16 first, as autograd through autocast's cast does), the weight's
 /// as the bf16 product grad^T input widened to the weight's dtype (or added to .grad itself,
 /// above), and the bias's as the bf16 column sums of grad, widened. No second derivative:
-/// a backward with create_graph throws.
+/// a backward with create_graph throws. It is native_bf16_linears' node with one weight.
 /// input (..., in), weight (out, in), bias (out) -> (..., out) in bf16
 torch::Tensor native_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight,
                                  const torch::Tensor& bias);

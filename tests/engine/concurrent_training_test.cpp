@@ -3,7 +3,9 @@
 // restarts and skipped windows included; a model that draws random numbers is refused.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -14,6 +16,7 @@
 #include "bigbatch/engine/accumulator.h"
 #include "bigbatch/engine/concurrent_micro_batches.h"
 #include "bigbatch/nn/embedding.h"
+#include "bigbatch/nn/weight_copies.h"
 #include "engine/mlp_training_run.h"
 
 namespace bigbatch {
@@ -200,33 +203,90 @@ class ThreadRecorder : public engine::Objective {
   std::mutex mutex_;
 };
 
-TEST_F(ConcurrentTraining, RunsThePassesOfAGroupOnDifferentThreads) {
-  const data::ContextDataset dataset(testing::random_bytes(200, 3),
-                                     data::ContextDatasetOptions(4).name("train"));
+/// The MLP of MlpWindow, drawn from seed 5.
+models::Mlp seeded_mlp() {
   torch::manual_seed(5);
-  models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
-  engine::CrossEntropyObjective plain(engine::forward_of(model), engine::LossUnit::kSample);
-  ThreadRecorder objective(plain);
-  auto optimizer = engine::make_optimizer(*model, engine::OptimizerOptions().lr(1e-3));
-  engine::GradientAccumulator accumulator(model->parameters(), *optimizer, nullptr);
+  return models::Mlp(models::MlpOptions().context(4).embed(8).hidden(32));
+}
+
+/// A small MLP with its objective, optimizer and accumulator, and a window of micro-batches of 4
+/// samples each, for running passes by hand.
+struct MlpWindow {
+  explicit MlpWindow(int64_t micro_batches)
+      : dataset(testing::random_bytes(200, 3), data::ContextDatasetOptions(4).name("train")),
+        model(seeded_mlp()),
+        objective(engine::forward_of(model), engine::LossUnit::kSample),
+        optimizer(engine::make_optimizer(*model, engine::OptimizerOptions().lr(1e-3))),
+        accumulator(model->parameters(), *optimizer, nullptr) {
+    for (int64_t i = 0; i < micro_batches; ++i) {
+      batches.push_back(dataset.get({4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3}));
+      counts.push_back(objective.count(batches.back()));
+      window += counts.back();
+    }
+  }
+  data::ContextDataset dataset;
+  models::Mlp model;
+  engine::CrossEntropyObjective objective;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  engine::GradientAccumulator accumulator;
   std::vector<data::Batch> batches;
   std::vector<engine::Counts> counts;
   engine::Counts window;
-  for (int64_t i = 0; i < 4; ++i) {
-    batches.push_back(dataset.get({4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3}));
-    counts.push_back(objective.count(batches.back()));
-    window += counts.back();
-  }
+};
+
+TEST_F(ConcurrentTraining, RunsThePassesOfAGroupOnDifferentThreads) {
+  MlpWindow mlp(4);
+  ThreadRecorder objective(mlp.objective);
   engine::ConcurrentMicroBatches passes(3);
   EXPECT_EQ(passes.concurrency(), 3);
-  accumulator.begin_window(window);
-  passes.run(accumulator, objective, batches, counts);
+  mlp.accumulator.begin_window(mlp.window);
+  passes.run(mlp.accumulator, objective, mlp.batches, mlp.counts);
   EXPECT_EQ(objective.threads.size(), 3u);
   EXPECT_EQ(objective.threads.count(std::this_thread::get_id()), 1u);
-  const engine::WindowResult result = accumulator.step();
+  const engine::WindowResult result = mlp.accumulator.step();
   EXPECT_EQ(result.micro_batches, 4);
   EXPECT_FALSE(result.skipped);
   EXPECT_GT(result.grad_norm, 0.0);
+}
+
+/// Delegates to another objective; each training forward first asks for a bf16 copy of `weight`
+/// (nn::weight_copy), as the fused blocks do, and counts the copies made.
+class WeightCopyCounter : public engine::Objective {
+ public:
+  WeightCopyCounter(engine::Objective& inner, const torch::Tensor& weight)
+      : inner_(inner), weight_(weight) {}
+  engine::LossUnit unit() const override { return inner_.unit(); }
+  engine::Counts count(const data::Batch& batch) const override { return inner_.count(batch); }
+  torch::Tensor loss_sum(const data::Batch& batch) override {
+    nn::weight_copy({&weight_}, torch::kBFloat16, [this] {
+      ++made;
+      return weight_.detach().to(torch::kBFloat16);
+    });
+    return inner_.loss_sum(batch);
+  }
+  std::atomic<int> made{0};
+
+ private:
+  engine::Objective& inner_;
+  torch::Tensor weight_;
+};
+
+TEST_F(ConcurrentTraining, HelperPassesShareTheWindowsWeightCopies) {
+  MlpWindow mlp(6);
+  WeightCopyCounter objective(mlp.objective, mlp.model->parameters().front());
+  engine::ConcurrentMicroBatches passes(3);
+  for (int round = 1; round <= 2; ++round) {
+    mlp.accumulator.begin_window(mlp.window);
+    {
+      const nn::WeightCopyScope weight_copies;  // as the trainer opens it around a window
+      passes.run(mlp.accumulator, objective, mlp.batches, mlp.counts);
+    }
+    EXPECT_EQ(objective.made.load(), round) << "6 passes on 3 threads cast the weight once";
+    mlp.accumulator.step();  // changes the weight: the next window casts it again
+  }
+  mlp.accumulator.begin_window(mlp.window);
+  passes.run(mlp.accumulator, objective, mlp.batches, mlp.counts);  // no scope: every pass casts
+  EXPECT_EQ(objective.made.load(), 2 + 6);
 }
 
 TEST(ConcurrentMicroBatches, ConcurrencyBelowOneIsAnInputError) {

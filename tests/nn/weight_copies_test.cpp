@@ -1,9 +1,12 @@
 // The fused blocks' kept weight copies: one per scope while the weight is unchanged, afresh after
 // an in-place change or outside a scope, never of tensors that are not parameters, freed with the
-// outermost scope.
+// outermost scope; shared with scopes on other threads opened with them.
 #include "bigbatch/nn/weight_copies.h"
 
 #include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
 
 namespace bigbatch::nn {
 namespace {
@@ -76,6 +79,42 @@ TEST(WeightCopies, StackedSourcesAreMadeOnceAndTheOutermostScopeFreesThem) {
   EXPECT_EQ(kept.use_count(), 1);  // the scope let go of it
   weight_copy({&a, &c}, torch::kBFloat16, stack);
   EXPECT_EQ(made, 4);
+}
+
+TEST(WeightCopies, AScopeOnAnotherThreadSharesTheCopiesUntilTheLastScopeEnds) {
+  const torch::Tensor weight = parameter(), other = parameter();
+  int made = 0;
+  const auto cast = [&] {
+    ++made;
+    return weight.detach().to(torch::kBFloat16);
+  };
+  EXPECT_EQ(shared_weight_copies(), nullptr);  // no scope open
+  std::shared_ptr<KeptWeightCopies> shared;
+  torch::Tensor mine, theirs, helpers_own;
+  {
+    const WeightCopyScope scope;
+    shared = shared_weight_copies();
+    ASSERT_NE(shared, nullptr);
+    mine = weight_copy({&weight}, torch::kBFloat16, cast);
+    std::thread helper([&] {
+      const WeightCopyScope on_helper(shared);
+      EXPECT_TRUE(weight_copies_kept());
+      theirs = weight_copy({&weight}, torch::kBFloat16, cast);  // the copy made on the other thread
+      helpers_own = weight_in_dtype(other, torch::kBFloat16);   // kept for both threads
+    });
+    helper.join();
+    EXPECT_TRUE(weight_in_dtype(other, torch::kBFloat16).is_same(helpers_own));
+    {
+      const WeightCopyScope nested(nullptr);  // nested: still the outermost scope's copies
+      EXPECT_TRUE(weight_copy({&weight}, torch::kBFloat16, cast).is_same(mine));
+    }
+  }
+  EXPECT_EQ(made, 1);
+  EXPECT_TRUE(theirs.is_same(mine));
+  EXPECT_EQ(shared_weight_copies(), nullptr);
+  EXPECT_EQ(mine.use_count(), 3);  // mine, theirs and the copies `shared` still holds
+  shared.reset();                  // the last holder: the copies are freed
+  EXPECT_EQ(mine.use_count(), 2);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/threads.h"
 #include "bigbatch/nn/concurrent_forward.h"
+#include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::engine {
 
@@ -117,7 +119,10 @@ void ConcurrentMicroBatches::run(GradientAccumulator& accumulator, Objective& ob
            counts.size(), " counts");
   const torch::Tensor random_state_before = cpu_generator_state();
   const at::ThreadLocalState caller_state;  // grad mode, dispatch keys: the helpers run under it
+  // The caller's weight copies (a window's: nn::WeightCopyScope), which the helpers' passes share.
+  const std::shared_ptr<nn::KeptWeightCopies> weight_copies = nn::shared_weight_copies();
   auto helper_pass = [&](size_t i) {
+    const nn::WeightCopyScope shared_copies(weight_copies);
     nn::ConcurrentForwardScope concurrent;
     PassResult result;
     result.gradients = accumulator.gradients_of(objective.loss_sum(batches[i]), counts[i]);

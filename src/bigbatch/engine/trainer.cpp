@@ -335,7 +335,8 @@ void Trainer::accumulate_window(GradientAccumulator& accumulator, WindowFeed& fe
   for (WindowHooks* hooks : setup_.window_hooks)
     hooks->on_window_begin();
   // 2. Forward and backward each micro-batch, normalised by the whole window. The weights do not
-  // change until the window's step: the fused blocks cast them once (on this thread).
+  // change until the window's step: the fused blocks cast them once (passes on helper threads
+  // share the copies: engine::ConcurrentMicroBatches).
   const nn::WeightCopyScope weight_copies;
   accumulator.begin_window(prepared.total);
   if (concurrent_) {

@@ -1,24 +1,34 @@
 #include "bigbatch/nn/weight_copies.h"
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 namespace bigbatch::nn {
+
+/// A scope's copies (a block's few weights each: a scan is cheaper than a cast), guarded for the
+/// threads that share them.
+struct KeptWeightCopies {
+  /// One kept copy: its sources (held, so that no other tensor can take their place) and their
+  /// versions when it was made.
+  struct Copy {
+    std::vector<torch::Tensor> sources;
+    std::vector<uint32_t> versions;
+    torch::ScalarType dtype;
+    torch::Tensor copy;
+  };
+  std::mutex mutex;
+  std::vector<Copy> kept;
+};
+
 namespace {
 
-/// One kept copy: its sources (held, so that no other tensor can take their place) and their
-/// versions when it was made.
-struct KeptCopy {
-  std::vector<torch::Tensor> sources;
-  std::vector<uint32_t> versions;
-  torch::ScalarType dtype;
-  torch::Tensor copy;
-};
+using KeptCopy = KeptWeightCopies::Copy;
 
 /// This thread's open scopes and the copies of the outermost.
 struct ThreadCopies {
   int depth = 0;
-  std::vector<KeptCopy> kept;  // a block's few weights each: a scan is cheaper than a cast
+  std::shared_ptr<KeptWeightCopies> copies;  // while depth > 0
 };
 
 thread_local ThreadCopies this_thread;
@@ -45,13 +55,20 @@ bool unchanged(const KeptCopy& kept) {
 
 }  // namespace
 
-WeightCopyScope::WeightCopyScope() {
-  ++this_thread.depth;
+WeightCopyScope::WeightCopyScope() : WeightCopyScope(nullptr) {}
+
+WeightCopyScope::WeightCopyScope(std::shared_ptr<KeptWeightCopies> shared) {
+  if (this_thread.depth++ == 0)
+    this_thread.copies = shared ? std::move(shared) : std::make_shared<KeptWeightCopies>();
 }
 
 WeightCopyScope::~WeightCopyScope() {
   if (--this_thread.depth == 0)
-    this_thread.kept.clear();
+    this_thread.copies.reset();
+}
+
+std::shared_ptr<KeptWeightCopies> shared_weight_copies() {
+  return this_thread.copies;
 }
 
 bool weight_copies_kept() {
@@ -65,7 +82,10 @@ torch::Tensor weight_copy(std::initializer_list<const torch::Tensor*> sources,
   for (const torch::Tensor* source : sources)
     if (!source->defined() || !source->is_leaf() || !source->requires_grad())
       return make();
-  std::vector<KeptCopy>& kept = this_thread.kept;
+  KeptWeightCopies& copies = *this_thread.copies;
+  // Held while a copy is made: a thread sharing the copies waits for it rather than casting too.
+  const std::lock_guard<std::mutex> lock(copies.mutex);
+  std::vector<KeptCopy>& kept = copies.kept;
   for (auto it = kept.begin(); it != kept.end(); ++it) {
     if (!same_sources(*it, sources, dtype))
       continue;

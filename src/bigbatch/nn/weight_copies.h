@@ -10,21 +10,35 @@
 
 #include <functional>
 #include <initializer_list>
+#include <memory>
 
 namespace bigbatch::nn {
 
+/// The copies an open WeightCopyScope keeps, which scopes on other threads may share.
+struct KeptWeightCopies;
+
 /// For its lifetime, weight_copy on this thread keeps what it makes and hands it out again while
 /// its sources are unchanged. Nested scopes share the outermost one's copies, which are freed when
-/// it ends. Open it only where the weights do not change (in place or by `.data()`) between its
-/// start and its end except through operations that bump their version: an accumulation window's
-/// passes, before its optimizer step.
+/// it ends (and, where other threads' scopes share them, when the last of those ends). Open it only
+/// where the weights do not change (in place or by `.data()`) between its start and its end except
+/// through operations that bump their version: an accumulation window's passes, before its
+/// optimizer step.
 class WeightCopyScope {
  public:
   WeightCopyScope();
+  /// A scope that keeps its copies with `shared`, another thread's open scope's
+  /// (shared_weight_copies() on that thread): passes of one window on several threads
+  /// (engine::ConcurrentMicroBatches) then cast each weight once between them. Null: a scope of
+  /// its own. Nested in an open scope, the outermost one's copies stay this thread's.
+  explicit WeightCopyScope(std::shared_ptr<KeptWeightCopies> shared);
   ~WeightCopyScope();
   WeightCopyScope(const WeightCopyScope&) = delete;
   WeightCopyScope& operator=(const WeightCopyScope&) = delete;
 };
+
+/// The copies of the scope open on this thread, to open a WeightCopyScope with on another thread;
+/// null where none is open.
+std::shared_ptr<KeptWeightCopies> shared_weight_copies();
 
 /// Whether a WeightCopyScope is open on this thread.
 bool weight_copies_kept();

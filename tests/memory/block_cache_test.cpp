@@ -68,6 +68,44 @@ TEST(BlockCache, ABlockServesRequestsUpToAnEighthSmaller) {
   cache.give(ballast);
 }
 
+TEST(BlockCache, ASizeWhoseBlocksAreAllTakenIsSkippedForTheNextThatFits) {
+  BlockCache cache;
+  const Block ballast = cache.take(64 * kPage, kAlignment);  // in use: no eviction below
+  const Block eight = cache.take(8 * kPage, kAlignment), nine = cache.take(9 * kPage, kAlignment);
+  cache.give(eight);
+  cache.give(nine);
+  EXPECT_EQ(cache.take(8 * kPage, kAlignment).base, eight.base);  // its own size first
+  const Block next = cache.take(8 * kPage, kAlignment);           // 8 pages: none left, 9 fits
+  EXPECT_EQ(next.base, nine.base);
+  EXPECT_EQ(next.capacity, 9 * kPage);
+  EXPECT_EQ(cache.hits(), 2);
+  EXPECT_EQ(cache.cached_bytes(), 0);
+  cache.give(eight);
+  cache.give(next);
+  EXPECT_EQ(cache.take(8 * kPage, kAlignment).base, eight.base);  // the emptied size again
+  cache.give(eight);
+  cache.give(ballast);
+}
+
+TEST(BlockCache, MoreSizesThanItKeepsEmptyLeaveConsistentCounts) {
+  BlockCache cache;
+  Block last;
+  for (size_t pages = 1; pages <= 1100; ++pages) {  // one entry per size, most emptied, pruned
+    last = cache.take(pages * kPage, kAlignment);
+    cache.give(last);
+  }
+  EXPECT_EQ(cache.live_bytes(), 0);
+  EXPECT_GT(cache.cached_bytes(), 0);
+  EXPECT_LE(cache.cached_bytes(), int64_t(1100 * kPage + 550 * kPage));  // 1.5x the most in use
+  const int64_t hits = cache.hits();
+  const Block again = cache.take(1100 * kPage, kAlignment);
+  EXPECT_EQ(again.base, last.base);
+  EXPECT_EQ(cache.hits(), hits + 1);
+  cache.give(again);
+  cache.clear();
+  EXPECT_EQ(cache.cached_bytes(), 0);
+}
+
 TEST(BlockCache, CachedAndLiveNeverExceedOneAndAHalfTimesTheMostInUse) {
   BlockCache cache;
   std::vector<Block> blocks;

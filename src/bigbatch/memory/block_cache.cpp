@@ -13,11 +13,15 @@ size_t BlockCache::capacity_for(size_t bytes) {
 Block BlockCache::take(size_t capacity, size_t alignment) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (enabled_) {
-    auto fit = cached_blocks_.lower_bound(capacity);
-    if (fit != cached_blocks_.end() && fit->first <= capacity + capacity / 8) {
-      fit = std::prev(cached_blocks_.upper_bound(fit->first));  // the last freed: warm in cache
-      const Block block{fit->second, fit->first};
-      cached_blocks_.erase(fit);
+    // The smallest capacity cached that holds `capacity`, within an eighth more.
+    const size_t most = capacity + capacity / 8;
+    for (auto fit = cached_blocks_.lower_bound(capacity);
+         fit != cached_blocks_.end() && fit->first <= most; ++fit) {
+      if (fit->second.empty())
+        continue;
+      const Block block{fit->second.back(), fit->first};  // the last freed: warm in cache
+      fit->second.pop_back();
+      empty_stacks_ += fit->second.empty() ? 1 : 0;
       cached_ -= block.capacity;
       live_ += block.capacity;
       ++hits_;
@@ -43,7 +47,14 @@ void BlockCache::give(Block block) {
     std::free(block.base);
     return;
   }
-  cached_blocks_.emplace(block.capacity, block.base);
+  if (empty_stacks_ > kMostEmptyStacks) {
+    for (auto it = cached_blocks_.begin(); it != cached_blocks_.end();)
+      it = it->second.empty() ? cached_blocks_.erase(it) : std::next(it);
+    empty_stacks_ = 0;
+  }
+  const auto [stack, added] = cached_blocks_.try_emplace(block.capacity);
+  empty_stacks_ -= !added && stack->second.empty() ? 1 : 0;
+  stack->second.push_back(block.base);
   cached_ += block.capacity;
 }
 
@@ -81,18 +92,23 @@ int64_t BlockCache::hits() const {
 
 void BlockCache::free_until_room_for(size_t room) {
   const size_t limit = high_water_ + high_water_ / 2;
-  while (!cached_blocks_.empty() && live_ + cached_ + room > limit) {
-    const auto largest = std::prev(cached_blocks_.end());
-    std::free(largest->second);
+  auto largest = cached_blocks_.rbegin();
+  while (cached_ > 0 && live_ + cached_ + room > limit) {
+    while (largest->second.empty())  // cached_ > 0: a stack further down holds a block
+      ++largest;
+    std::free(largest->second.back());  // the last freed of the largest
+    largest->second.pop_back();
+    empty_stacks_ += largest->second.empty() ? 1 : 0;
     cached_ -= largest->first;
-    cached_blocks_.erase(largest);
   }
 }
 
 void BlockCache::free_all() {
-  for (const auto& [capacity, base] : cached_blocks_)
-    std::free(base);
+  for (const auto& [capacity, bases] : cached_blocks_)
+    for (void* base : bases)
+      std::free(base);
   cached_blocks_.clear();
+  empty_stacks_ = 0;
   cached_ = 0;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace bigbatch::memory {
 
@@ -59,11 +60,19 @@ class BlockCache {
   /// Frees every cached block.
   void free_all();
 
+  /// Empty stacks kept at most: past this many, give() erases them all (the sizes of a training
+  /// loop recur and keep their entries; shapes that vary would otherwise pile them up).
+  static constexpr size_t kMostEmptyStacks = 1024;
+
   mutable std::mutex mutex_;
-  std::multimap<size_t, void*> cached_blocks_;  ///< capacity -> base
-  size_t cached_ = 0;                           ///< sum of cached_blocks_' capacities
-  size_t live_ = 0;                             ///< capacity of the blocks handed out
-  size_t high_water_ = 0;  ///< the most live_ has been (counting a block about to be allocated)
+  /// capacity -> the cached blocks' bases, the last freed last. A capacity stays while its stack
+  /// is empty: a block given back then needs no new node (a multimap of blocks allocated and freed
+  /// one for every block given back and taken).
+  std::map<size_t, std::vector<void*>> cached_blocks_;
+  size_t empty_stacks_ = 0;  ///< capacities in cached_blocks_ whose stacks are empty
+  size_t cached_ = 0;        ///< sum of the cached blocks' capacities
+  size_t live_ = 0;          ///< capacity of the blocks handed out
+  size_t high_water_ = 0;    ///< the most live_ has been (counting a block about to be allocated)
   bool enabled_ = true;
   int64_t hits_ = 0;
 };

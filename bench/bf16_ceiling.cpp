@@ -3,8 +3,8 @@
 // input gradient, weight gradient) are timed at the model's shapes in every layout of their
 // operands (plain or a transposed view; the weight gradient also as its transpose), each on the
 // process's OpenMP threads, split by rows over them and two of them side by side, one thread each,
-// and the fastest counts. Attention's two
-// batched products are counted at the GEMM peak itself. FLOPs are counted as bench/peer.py does.
+// and the fastest counts. Attention's two batched products are counted at the GEMM peak itself.
+// FLOPs are counted as bench/peer.py counts them (docs/BENCHMARKS.md).
 //   cmake --build build --target bigbatch_bench_bf16_ceiling
 //   build/bigbatch_bench_bf16_ceiling [reps]
 #include <torch/torch.h>
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "bigbatch/nn/row_split_products.h"
@@ -41,7 +42,8 @@ struct ModelShape {
   std::vector<LinearShape> linears;
 };
 
-/// GFLOP/s of the fastest of `run`'s medians over `reps` calls, on `threads` OpenMP threads.
+/// GFLOP/s of `run` (`flop` a call) from its median time over `reps` calls on `threads` OpenMP
+/// threads, after one untimed call.
 double rate(double flop, int reps, int threads, const std::function<void()>& run) {
   at::set_num_threads(threads);
   run();

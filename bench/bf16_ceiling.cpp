@@ -32,15 +32,47 @@ struct LinearShape {
   int count;
 };
 
+/// Samples a micro-batch, as bench/compare's 8 x 8 configurations run.
+constexpr int64_t kMicroBatch = 8;
+
 /// A model as bench/compare trains it at micro-batch 8.
 struct ModelShape {
   const char* config;  ///< bench/compare's configuration
-  int64_t rows;        ///< tokens of a micro-batch: 8 x context
   int64_t context;     ///< tokens of a sample
   int64_t layers;      ///< attention layers
   int64_t width;       ///< attention's heads x head size
   std::vector<LinearShape> linears;
+  /// Tokens of a micro-batch: the products' rows.
+  int64_t rows() const { return kMicroBatch * context; }
 };
+
+/// A GPT of `layers` pre-LN blocks of `width` (feed-forward 4x) on bytes (vocabulary 256).
+ModelShape gpt(const char* config, int64_t width, int64_t context, int64_t layers) {
+  return {config,
+          context,
+          layers,
+          width,
+          {{"qkv", width, 3 * width, int(layers)},
+           {"proj", width, width, int(layers)},
+           {"fc", width, 4 * width, int(layers)},
+           {"fc proj", 4 * width, width, int(layers)},
+           {"head", width, 256, 1}}};
+}
+
+/// A Llama of `layers` layers of `width`, keys and values `kv_width` wide, feed-forward `inner`,
+/// vocabulary 512 (make_bench_models.py's).
+ModelShape llama(const char* config, int64_t width, int64_t kv_width, int64_t inner,
+                 int64_t layers) {
+  return {config,
+          128,
+          layers,
+          width,
+          {{"q, o", width, width, int(2 * layers)},
+           {"k, v", width, kv_width, int(2 * layers)},
+           {"gate, up", width, inner, int(2 * layers)},
+           {"down", inner, width, int(layers)},
+           {"head", width, 512, 1}}};
+}
 
 /// GFLOP/s of `run` (`flop` a call) from its median time over `reps` calls on `threads` OpenMP
 /// threads, after one untimed call.
@@ -95,11 +127,12 @@ double gemm_peak(int threads) {
 
 void report(const ModelShape& model, double peak, int reps, int threads) {
   double flop = 0, seconds = 0;
-  std::printf("\n%s: %lld rows a micro-batch\n", model.config, static_cast<long long>(model.rows));
+  std::printf("\n%s: %lld rows a micro-batch\n", model.config,
+              static_cast<long long>(model.rows()));
   std::printf("%-12s %11s | %8s %8s %8s | ms a pass\n", "Linear", "in x out", "forward", "input g.",
               "weight g.");
   for (const LinearShape& linear : model.linears) {
-    const int64_t n = model.rows, in = linear.inputs, out = linear.outputs;
+    const int64_t n = model.rows(), in = linear.inputs, out = linear.outputs;
     const double product = 2.0 * double(n) * double(in) * double(out);
     const double forward = best_rate(n, in, out, reps, threads);
     const double input_grad = best_rate(n, out, in, reps, threads);
@@ -115,7 +148,7 @@ void report(const ModelShape& model, double peak, int reps, int threads) {
   }
   // Scores q k^T and probabilities x v, forward and backward (3 x), full T x T as peer.py counts.
   const double attention =
-      3.0 * 2 * 2 * model.layers * model.rows * model.context * double(model.width);
+      3.0 * 2 * 2 * model.layers * model.rows() * model.context * double(model.width);
   flop += attention;
   seconds += attention / (peak * 1e9);
   const double ceiling = flop / seconds / 1e9;
@@ -135,46 +168,10 @@ int main(int argc, char** argv) {
   bigbatch::nn::set_row_split(bigbatch::nn::RowSplit::kAlways);
   // bench/compare's bf16 configurations at 8 x 8 (configs/gpt.toml; make_bench_models.py).
   const std::vector<ModelShape> models = {
-      {"gpt-bf16",
-       8 * 64,
-       64,
-       4,
-       128,
-       {{"qkv", 128, 384, 4},
-        {"proj", 128, 128, 4},
-        {"fc", 128, 512, 4},
-        {"fc proj", 512, 128, 4},
-        {"head", 128, 256, 1}}},
-      {"gpt-wide-bf16",
-       8 * 256,
-       256,
-       4,
-       512,
-       {{"qkv", 512, 1536, 4},
-        {"proj", 512, 512, 4},
-        {"fc", 512, 2048, 4},
-        {"fc proj", 2048, 512, 4},
-        {"head", 512, 256, 1}}},
-      {"llama-bf16",
-       8 * 128,
-       128,
-       6,
-       384,
-       {{"q, o", 384, 384, 12},
-        {"k, v", 384, 128, 12},
-        {"gate, up", 384, 1024, 12},
-        {"down", 1024, 384, 6},
-        {"head", 384, 512, 1}}},
-      {"llama30m-bf16",
-       8 * 128,
-       128,
-       8,
-       576,
-       {{"q, o", 576, 576, 16},
-        {"k, v", 576, 192, 16},
-        {"gate, up", 576, 1536, 16},
-        {"down", 1536, 576, 8},
-        {"head", 576, 512, 1}}},
+      gpt("gpt-bf16", 128, 64, 4),
+      gpt("gpt-wide-bf16", 512, 256, 4),
+      llama("llama-bf16", 384, 128, 1024, 6),
+      llama("llama30m-bf16", 576, 192, 1536, 8),
   };
   const double peak = gemm_peak(threads);
   std::printf("bf16 GEMM peak %.0f GFLOP/s (best of 1024^3 and 2048^3), OpenMP %d, medians of %d\n",

@@ -19,9 +19,7 @@ Block BlockCache::take(size_t capacity, size_t alignment) {
          fit != cached_blocks_.end() && fit->first <= most; ++fit) {
       if (fit->second.empty())
         continue;
-      const Block block{fit->second.back(), fit->first};  // the last freed: warm in cache
-      fit->second.pop_back();
-      empty_stacks_ += fit->second.empty() ? 1 : 0;
+      const Block block{pop(fit->second), fit->first};  // the last freed: warm in cache
       cached_ -= block.capacity;
       live_ += block.capacity;
       ++hits_;
@@ -96,11 +94,16 @@ void BlockCache::free_until_room_for(size_t room) {
   while (cached_ > 0 && live_ + cached_ + room > limit) {
     while (largest->second.empty())  // cached_ > 0: a stack further down holds a block
       ++largest;
-    std::free(largest->second.back());  // the last freed of the largest
-    largest->second.pop_back();
-    empty_stacks_ += largest->second.empty() ? 1 : 0;
+    std::free(pop(largest->second));  // the last freed of the largest
     cached_ -= largest->first;
   }
+}
+
+void* BlockCache::pop(std::vector<void*>& stack) {
+  void* base = stack.back();
+  stack.pop_back();
+  empty_stacks_ += stack.empty() ? 1 : 0;
+  return base;
 }
 
 void BlockCache::free_all() {

@@ -59,6 +59,9 @@ class BlockCache {
   void free_until_room_for(size_t room);
   /// Frees every cached block.
   void free_all();
+  /// The last block of a non-empty stack of cached_blocks_, taken off it (and counted in
+  /// empty_stacks_ where that empties it); cached_ is the caller's to lower.
+  void* pop(std::vector<void*>& stack);
 
   /// Empty stacks kept at most: past this many, give() erases them all (the sizes of a training
   /// loop recur and keep their entries; shapes that vary would otherwise pile them up).

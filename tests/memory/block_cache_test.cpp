@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -25,6 +26,36 @@ TEST(BlockCache, CapacitiesAreWholePages) {
   EXPECT_EQ(BlockCache::capacity_for(1), kPage);
   EXPECT_EQ(BlockCache::capacity_for(kPage), kPage);
   EXPECT_EQ(BlockCache::capacity_for(kPage + 1), 2 * kPage);
+  EXPECT_EQ(BlockCache::capacity_for(8 * kPage), 8 * kPage);
+  EXPECT_EQ(BlockCache::capacity_for(8 * kPage + 1), 9 * kPage);
+}
+
+TEST(BlockCache, LargerCapacitiesStepByAnEighthOfTheirPowerOfTwo) {
+  EXPECT_EQ(BlockCache::capacity_for(16 * kPage), 16 * kPage);
+  EXPECT_EQ(BlockCache::capacity_for(16 * kPage + 1), 18 * kPage);  // steps of 2 pages
+  EXPECT_EQ(BlockCache::capacity_for(kMiB + 1), kMiB + kMiB / 8);
+  EXPECT_EQ(BlockCache::capacity_for(2 * kMiB - 1), 2 * kMiB);
+  for (size_t bytes = 1; bytes < 64 * kMiB; bytes = bytes * 3 / 2 + 7) {
+    const size_t capacity = BlockCache::capacity_for(bytes);
+    EXPECT_GE(capacity, bytes);
+    EXPECT_LE(capacity, std::max(bytes + bytes / 8, (bytes + kPage - 1) / kPage * kPage)) << bytes;
+    EXPECT_EQ(capacity % kPage, 0U) << bytes;
+  }
+}
+
+TEST(BlockCache, SizesThatDifferALittleShareTheirBlocks) {
+  // The activations of packed tokens: (N, C) with N changing a little every micro-batch.
+  BlockCache cache;
+  const Block ballast = cache.take(64 * kMiB, kAlignment);  // in use: no eviction below
+  const size_t row = 384 * 4;                               // one float32 row of width 384
+  cache.give(cache.take(BlockCache::capacity_for(263 * row), kAlignment));
+  for (const size_t rows : {252, 273, 241, 260, 270}) {
+    const Block block = cache.take(BlockCache::capacity_for(rows * row), kAlignment);
+    EXPECT_GE(block.capacity, rows * row);
+    cache.give(block);
+  }
+  EXPECT_EQ(cache.hits(), 5);
+  cache.give(ballast);
 }
 
 TEST(BlockCache, AFreedBlockServesTheNextRequestOfItsSizeLastFreedFirst) {

@@ -7,7 +7,14 @@
 namespace bigbatch::memory {
 
 size_t BlockCache::capacity_for(size_t bytes) {
-  return (bytes + kPage - 1) / kPage * kPage;
+  size_t step = kPage;
+  if (bytes > kClassSteps * kPage) {
+    size_t power = kClassSteps * kPage;  // the largest power of two at or below `bytes`
+    while (power <= bytes / 2)
+      power *= 2;
+    step = power / kClassSteps;
+  }
+  return (bytes + step - 1) / step * step;
 }
 
 Block BlockCache::take(size_t capacity, size_t alignment) {

@@ -29,8 +29,13 @@ class BlockCache {
  public:
   /// Blocks are whole pages: `bytes` rounded up to a multiple of kPage.
   static constexpr size_t kPage = 4096;
+  /// Capacities past kClassSteps pages step by 1/kClassSteps of a power of two.
+  static constexpr size_t kClassSteps = 8;
 
-  /// The capacity take() is asked for to hold `bytes`: `bytes` rounded up to whole pages.
+  /// The capacity take() is asked for to hold `bytes`: `bytes` rounded up to whole pages, and past
+  /// 8 pages to a multiple of an eighth of the largest power of two at or below it (at most an
+  /// eighth more). Sizes that differ a little, as the rows of packed tokens do from one
+  /// micro-batch to the next, then share a capacity and reuse each other's blocks.
   static size_t capacity_for(size_t bytes);
 
   /// A block of at least `capacity` bytes (a multiple of kPage), aligned to `alignment`: a

@@ -1,7 +1,7 @@
 // The fused post-LN block, through Hugging Face BERT's layer: the composite layer's outputs and
-// gradients on padded batches and on packed real tokens, in float64, float32 and bf16 autocast;
-// frozen parameters; one autograd node per layer; adapters and narrow frozen weights left to the
-// composite layer; a BERT classifier trained over several accumulation windows either way.
+// gradients on padded batches and on packed real tokens (with and without fillers), in float64,
+// float32 and bf16 autocast; frozen parameters; one autograd node per layer; adapters and narrow
+// frozen weights left to the composite layer; a BERT classifier trained over several windows.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -70,8 +70,10 @@ torch::Tensor example_attention_mask() {
   return torch::arange(kTime).unsqueeze(0).lt(lengths.unsqueeze(1)).to(torch::kLong);
 }
 
-/// How a test feeds the layer: a padded batch (B, T, C), or the real tokens packed (N, C).
-enum class Rows { kPadded, kPacked };
+/// How a test feeds the layer: a padded batch (B, T, C), the real tokens packed (N, C), or packed
+/// with fillers up to a multiple of 8 rows (N + F, C; 17 tokens of 21 positions: 4 fillers).
+enum class Rows { kPadded, kPacked, kPackedWithFillers };
+constexpr int64_t kRealTokens = 17, kFillers = 4;
 
 /// The output of one layer and the gradients of its input and of every parameter, after
 /// backward of a random projection of the output.
@@ -86,18 +88,23 @@ LayerResult run_layer(BlockKernel kernel, torch::ScalarType dtype, Rows rows,
   const ScopedBlockKernel choice(kernel);
   if (layer.is_empty())
     layer = random_layer(dtype);
-  const PackedTokens tokens = pack_tokens(example_attention_mask());
+  const bool packed = rows != Rows::kPadded;
+  const PackedTokens tokens =
+      pack_tokens(example_attention_mask(), rows == Rows::kPackedWithFillers ? 8 : 1);
   torch::manual_seed(6);
   const torch::Tensor padded = torch::randn({kBatch, kTime, kHidden}, torch::dtype(dtype));
-  const torch::Tensor x =
-      (rows == Rows::kPacked ? tokens.pack(padded) : padded).clone().requires_grad_();
-  const torch::Tensor weights = torch::randn(x.sizes(), torch::dtype(dtype));
+  const torch::Tensor x = (packed ? tokens.pack(padded) : padded).clone().requires_grad_();
+  // The fillers' outputs are read by nothing: weight 0.
+  const torch::Tensor weights =
+      rows == Rows::kPackedWithFillers
+          ? torch::cat({torch::randn({kRealTokens, kHidden}, torch::dtype(dtype)),
+                        torch::zeros({tokens.fillers, kHidden}, torch::dtype(dtype))})
+          : torch::randn(x.sizes(), torch::dtype(dtype));
   torch::Tensor output;
   {
     const AutocastGuard autocast(bf16_autocast ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
-    output = rows == Rows::kPacked
-                 ? layer->forward(x, tokens)  // (N, C)
-                 : layer->forward(x, AttentionMask{false, example_attention_mask().eq(0)});
+    output = packed ? layer->forward(x, tokens)  // (N + F, C)
+                    : layer->forward(x, AttentionMask{false, example_attention_mask().eq(0)});
   }
   LayerResult result;
   result.graph_nodes = testing::graph_size(output);
@@ -148,6 +155,28 @@ TEST(FusedPostLnBlock, EqualsCompositeOnPaddedAndPackedRowsInFloat64) {
     EXPECT_GT(composite.graph_nodes, 2 * fused.graph_nodes);
     expect_close(fused, composite, 1e-12);
   }
+}
+
+TEST(FusedPostLnBlock, FillerRowsChangeNothingForTheRealTokensAndGetNoGradient) {
+  for (const BlockKernel kernel : {BlockKernel::kFused, BlockKernel::kComposite}) {
+    SCOPED_TRACE(kernel == BlockKernel::kFused ? "fused" : "composite");
+    const LayerResult with = run_layer(kernel, torch::kFloat64, Rows::kPackedWithFillers);
+    const LayerResult without = run_layer(kernel, torch::kFloat64, Rows::kPacked);
+    ASSERT_EQ(with.output.size(0), kRealTokens + kFillers);
+    EXPECT_LT(relative_difference(with.output.narrow(0, 0, kRealTokens), without.output), 1e-13);
+    EXPECT_TRUE(torch::isfinite(with.output).all().item<bool>());
+    EXPECT_LT(relative_difference(with.dx.narrow(0, 0, kRealTokens), without.dx), 1e-13);
+    EXPECT_EQ(with.dx.narrow(0, kRealTokens, kFillers).abs().sum().item<double>(), 0.0);
+    for (size_t i = 0; i < with.parameter_grads.size(); ++i) {
+      if (i != kKeyBias) {
+        EXPECT_LT(relative_difference(with.parameter_grads[i], without.parameter_grads[i]), 1e-13)
+            << "parameter " << i;
+      }
+    }
+  }
+  expect_close(run_layer(BlockKernel::kFused, torch::kFloat64, Rows::kPackedWithFillers),
+               run_layer(BlockKernel::kComposite, torch::kFloat64, Rows::kPackedWithFillers),
+               1e-12);
 }
 
 TEST(FusedPostLnBlock, EqualsCompositeInFloat32) {
@@ -260,6 +289,8 @@ TEST(FusedPostLnBlock, RefusesRowsThatDoNotFitTheirSequences) {
   EXPECT_NE(unplaced.find("5 rows do not fit 2 sequences of 3"), std::string::npos) << unplaced;
   const std::string short_slots = error_of({2, 3, torch::arange(4), {}});
   EXPECT_NE(short_slots.find("through [4] slots"), std::string::npos) << short_slots;
+  const std::string fillers = error_of({2, 3, torch::arange(3), {}, 1});  // 3 + 1 rows, not 5
+  EXPECT_NE(fillers.find("through [3] slots and 1 fillers"), std::string::npos) << fillers;
   EXPECT_EQ(fused_post_ln_block(x, parameters, {kHeads, 1e-12}, {1, 5, {}, {}}).sizes(), x.sizes());
 }
 

@@ -1,5 +1,6 @@
 // nn::PackedTokens: where the real tokens of right-, left- and hole-padded rows go, packed and in
-// compact rows, the round trip of a tensor through them, and the masks refused.
+// compact rows, the round trip of a tensor through them, fillers up to a multiple of rows, and
+// the masks refused.
 #include "bigbatch/nn/packed_tokens.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +65,44 @@ TEST(PackedTokens, GradientsFlowBackThroughTheCompactRowsToTheRealTokensOnly) {
   (p.from_rows(p.to_rows(p.pack(x))) * p.pack(weights)).sum().backward();
   const torch::Tensor expected = weights * mask.unsqueeze(-1);
   EXPECT_TRUE(torch::equal(x.grad(), expected));
+}
+
+TEST(PackedTokens, FillersFromThePaddingMakeTheRowsAMultipleAndStayOutOfTheCompactRows) {
+  // Rows of 2, 3 and 1 tokens: 6 real tokens, then the first 2 padding positions for 8 rows.
+  const torch::Tensor mask =
+      torch::tensor({1, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0}, torch::kLong).view({3, 4});
+  const PackedTokens p = pack_tokens(mask, 4);
+  EXPECT_EQ(p.fillers, 2);
+  EXPECT_TRUE(torch::equal(p.real, longs({0, 1, 4, 5, 6, 8, 2, 3})));
+  EXPECT_TRUE(torch::equal(p.positions, longs({0, 1, 0, 1, 2, 0, 2, 3})));
+  EXPECT_TRUE(torch::equal(p.slots, pack_tokens(mask).slots));
+  EXPECT_TRUE(torch::equal(p.first, longs({0, 2, 5})));
+
+  const torch::Tensor x = torch::randn({3, 4, 2}, torch::requires_grad());  // (B, T, C)
+  const torch::Tensor packed = p.pack(x);                                   // (N + F, C)
+  ASSERT_EQ(packed.sizes(), (std::vector<int64_t>{8, 2}));
+  const torch::Tensor rows = p.to_rows(packed);  // (B, L, C)
+  EXPECT_TRUE(torch::equal(rows, pack_tokens(mask).to_rows(packed.narrow(0, 0, 6))));
+  const torch::Tensor back = p.from_rows(rows);  // (N + F, C)
+  ASSERT_EQ(back.sizes(), packed.sizes());
+  EXPECT_TRUE(torch::equal(back.narrow(0, 0, 6), packed.narrow(0, 0, 6)));
+  EXPECT_EQ(back.narrow(0, 6, 2).abs().sum().item<double>(), 0.0);
+
+  // Through the compact rows a filler gets no gradient, as the padding it was.
+  const torch::Tensor weights = torch::randn({3, 4, 2});
+  (back * p.pack(weights)).sum().backward();
+  EXPECT_TRUE(torch::equal(x.grad(), weights * mask.unsqueeze(-1)));
+}
+
+TEST(PackedTokens, FillersStopWhereThePaddingEnds) {
+  const torch::Tensor mask = torch::tensor({1, 1, 1, 1, 1, 0}, torch::kLong).view({2, 3});
+  const PackedTokens p = pack_tokens(mask, 8);  // 5 tokens, 1 padding position: 6 rows
+  EXPECT_EQ(p.fillers, 1);
+  EXPECT_EQ(p.real.size(0), 6);
+  EXPECT_EQ(pack_tokens(torch::ones({2, 3}, torch::kLong), 8).fillers, 0);
+  EXPECT_EQ(pack_tokens(mask, 5).fillers, 0);  // 5 is a multiple of 5
+  const std::string zero = testing::input_error_of([&] { pack_tokens(mask, 0); });
+  EXPECT_NE(zero.find("row_multiple = 0 must be >= 1"), std::string::npos) << zero;
 }
 
 TEST(PackedTokens, AMaskWithARowOfPaddingOnlyOrNotTwoDimensionalIsRefused) {

@@ -14,6 +14,11 @@
 namespace bigbatch::models {
 namespace {
 
+/// Packed tokens are filled up to a multiple of this many rows with padding positions: oneDNN
+/// builds a product for every new row count (about 0.5 ms each), and the real tokens of a
+/// micro-batch are a new count nearly every time (docs/BENCHMARKS.md).
+constexpr int64_t kPackedRowMultiple = 8;
+
 torch::nn::LayerNorm layer_norm(const HfBertConfig& config) {
   return torch::nn::LayerNorm(
       torch::nn::LayerNormOptions({config.hidden_size()}).eps(config.layer_norm_eps()));
@@ -96,8 +101,11 @@ torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::Attenti
 torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::PackedTokens& tokens,
                                        bool first_only) {
   if (!first_only && runs_fused(x, tokens.longest))
-    return fused_forward(
-        x, {tokens.batch, tokens.longest, tokens.slots, {false, tokens.padding}});  // (N, C)
+    return fused_forward(x, {tokens.batch,
+                             tokens.longest,
+                             tokens.slots,
+                             {false, tokens.padding},
+                             tokens.fillers});  // (N + F, C)
   const int64_t hidden = x.size(1);
   const int64_t heads = config_.num_attention_heads();
   const auto heads_of = [&](const torch::Tensor& rows) {  // (B, length, C) -> (B, H, length, D)
@@ -232,7 +240,7 @@ torch::Tensor HfBertImpl::encode_first_tokens(const torch::Tensor& input_ids,
                                               const torch::Tensor& attention_mask,
                                               const torch::Tensor& token_type_ids) {
   const torch::Tensor types = checked_token_types(input_ids, token_type_ids);  // (B, T)
-  const nn::PackedTokens tokens = nn::pack_tokens(attention_mask);
+  const nn::PackedTokens tokens = nn::pack_tokens(attention_mask, kPackedRowMultiple);
   const torch::Tensor x = embed(tokens.pack(input_ids), tokens.pack(types), tokens.positions);
   // The last layer computes the first tokens only: nothing reads the others' outputs.
   return run_layers(layer, checkpointing_, is_training(), x,

@@ -41,8 +41,9 @@ enum Input : int64_t {
   kSlots,
   kInputs  // then the arguments that are not tensors
 };
-/// heads, eps, the compute dtype, the attention path, causal, batch and time: no gradient.
-constexpr int64_t kNonTensorInputs = 7;
+/// heads, eps, the compute dtype, the attention path, causal, batch, time and the fillers: no
+/// gradient.
+constexpr int64_t kNonTensorInputs = 8;
 
 /// The query, key and value weights (or biases) stacked along their rows in `dtype`: one
 /// product's operand. (3C, ...)
@@ -58,17 +59,29 @@ Tensor stacked(const Tensor& q, const Tensor& k, const Tensor& v, torch::ScalarT
   return out;
 }
 
-/// Rows (N, W) into their `positions` sequence slots (B*T, W), zeros where no row is; the rows
-/// themselves when there are no slots (an empty tensor).
+/// Rows (N + F, W) into their `positions` sequence slots (B*T, W), zeros where no row is, the F
+/// fillers after the N placed rows dropped; the rows themselves when there are no slots (an
+/// empty tensor).
 Tensor to_positions(const Tensor& rows, const Tensor& slots, int64_t positions) {
   if (slots.numel() == 0)
     return rows;
-  return at::zeros({positions, rows.size(1)}, rows.options()).index_copy_(0, slots, rows);
+  return at::zeros({positions, rows.size(1)}, rows.options())
+      .index_copy_(0, slots, rows.narrow(0, 0, slots.size(0)));
 }
 
-/// The inverse: the rows of (B*T, W) that `slots` names -> (N, W).
-Tensor from_positions(const Tensor& sequences, const Tensor& slots) {
-  return slots.numel() == 0 ? sequences : sequences.index_select(0, slots);
+/// The inverse: the rows of (B*T, W) that `slots` names, then zeros for `fillers` rows ->
+/// (N + F, W).
+Tensor from_positions(const Tensor& sequences, const Tensor& slots, int64_t fillers) {
+  if (slots.numel() == 0)
+    return sequences;
+  if (fillers == 0)
+    return sequences.index_select(0, slots);
+  const int64_t placed = slots.size(0);
+  Tensor rows = at::empty({placed + fillers, sequences.size(1)}, sequences.options());
+  Tensor placed_rows = rows.narrow(0, 0, placed);
+  at::index_select_out(placed_rows, sequences, 0, slots);
+  rows.narrow(0, placed, fillers).zero_();
+  return rows;
 }
 
 /// The query, key and value parts of a (3C, ...) gradient, each where its parameter wants one.
@@ -84,7 +97,7 @@ void split_qkv(const Tensor& grad, variable_list& result, const c10::List<Tensor
 
 struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
   // x (N, C) -> (N, C). The mask and `causal` as BlockAttention holds them for
-  // `attention_path`; slots (N) int64 or empty.
+  // `attention_path`; slots (N - fillers) int64 or empty.
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& query_weight,
                         const Tensor& key_weight, const Tensor& value_weight,
                         const Tensor& query_bias, const Tensor& key_bias, const Tensor& value_bias,
@@ -93,7 +106,8 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
                         const Tensor& fc_bias, const Tensor& out_weight, const Tensor& out_bias,
                         const Tensor& ln2_weight, const Tensor& ln2_bias, const Tensor& mask,
                         const Tensor& slots, int64_t heads, double eps, int64_t compute_dtype,
-                        int64_t attention_path, bool causal, int64_t batch, int64_t time) {
+                        int64_t attention_path, bool causal, int64_t batch, int64_t time,
+                        int64_t fillers) {
     const auto compute = torch::ScalarType(compute_dtype);  // bf16 under CPU bf16 autocast
     const KernelScope scope;
     const int64_t embed = x.size(1);
@@ -111,8 +125,8 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
         AttentionPath(attention_path), batch, heads, causal, mask, compute};
     AttentionSaved attended;
     const Tensor y = from_positions(
-        attention_forward(attention, to_positions(qkv, slots, batch * time), attended),
-        slots);  // (N, C)
+        attention_forward(attention, to_positions(qkv, slots, batch * time), attended), slots,
+        fillers);  // (N, C)
     const Tensor proj_w = weight_in_dtype(proj_weight, compute);
     const Tensor s1 = add_residual(
         x, gemm_bias(weight_in_dtype(proj_bias, compute), y, proj_w.t()));  // (N, C), fp32
@@ -141,6 +155,7 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
     for (const auto& [name, tensor] : saved)
       ctx->saved_data[name] = tensor;
     ctx->saved_data["positions"] = batch * time;
+    ctx->saved_data["fillers"] = fillers;
     save_attention(ctx, attention);
     keep_inputs(ctx, {&x, &query_weight, &key_weight, &value_weight, &query_bias, &key_bias,
                       &value_bias, &proj_weight, &proj_bias, &ln1_weight, &ln1_bias, &fc_weight,
@@ -193,7 +208,7 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
         from_positions(attention_backward(attention, {saved("qkv"), saved("probs")},
                                           to_positions(gemm(d_s1_c, saved("proj_w")), slots,
                                                        ctx->saved_data.at("positions").toInt())),
-                       slots);  // (N, 3C)
+                       slots, ctx->saved_data.at("fillers").toInt());  // (N, 3C)
     const bool weights = wanted(kQueryWeight) || wanted(kKeyWeight) || wanted(kValueWeight);
     const bool biases = wanted(kQueryBias) || wanted(kKeyBias) || wanted(kValueBias);
     split_qkv(weight_grad(weights, d_qkv, saved("xc"), param), result, inputs, kQueryWeight);
@@ -210,11 +225,13 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
 torch::Tensor fused_post_ln_block(const torch::Tensor& x, const PostLnBlockParameters& parameters,
                                   const PostLnBlockShape& shape, const BlockRows& rows) {
   BB_CHECK(x.dim() == 2, "fused_post_ln_block expects x of shape (N, C), got ", x.sizes());
-  BB_CHECK(rows.slots.defined() ? rows.slots.dim() == 1 && rows.slots.size(0) == x.size(0) &&
-                                      x.size(0) <= rows.batch * rows.time
-                                : x.size(0) == rows.batch * rows.time,
+  BB_CHECK(rows.slots.defined() ? rows.slots.dim() == 1 && rows.fillers >= 0 &&
+                                      rows.slots.size(0) + rows.fillers == x.size(0) &&
+                                      rows.slots.size(0) <= rows.batch * rows.time
+                                : x.size(0) == rows.batch * rows.time && rows.fillers == 0,
            "fused_post_ln_block: ", x.size(0), " rows do not fit ", rows.batch, " sequences of ",
-           rows.time, rows.slots.defined() ? cat(" through ", rows.slots.sizes(), " slots") : "");
+           rows.time, rows.slots.defined() ? cat(" through ", rows.slots.sizes(), " slots") : "",
+           rows.fillers != 0 ? cat(" and ", rows.fillers, " fillers") : "");
   const torch::ScalarType compute = checked_compute_dtype(x, shape.heads, kName);
   const BlockAttention attention = choose_block_attention(
       rows.mask, rows.batch, rows.time, shape.heads, x.size(1), compute, x.device());
@@ -222,11 +239,12 @@ torch::Tensor fused_post_ln_block(const torch::Tensor& x, const PostLnBlockParam
                                   ? rows.slots.to(torch::kLong)
                                   : torch::empty({0}, x.options().dtype(torch::kLong));
   const PostLnBlockParameters& p = parameters;
-  return FusedPostLnBlock::apply(
-      x, p.query_weight, p.key_weight, p.value_weight, p.query_bias, p.key_bias, p.value_bias,
-      p.proj_weight, p.proj_bias, p.ln1_weight, p.ln1_bias, p.fc_weight, p.fc_bias, p.out_weight,
-      p.out_bias, p.ln2_weight, p.ln2_bias, attention.mask, slots, shape.heads, shape.eps,
-      int64_t(compute), int64_t(attention.path), rows.mask.causal, rows.batch, rows.time);
+  return FusedPostLnBlock::apply(x, p.query_weight, p.key_weight, p.value_weight, p.query_bias,
+                                 p.key_bias, p.value_bias, p.proj_weight, p.proj_bias, p.ln1_weight,
+                                 p.ln1_bias, p.fc_weight, p.fc_bias, p.out_weight, p.out_bias,
+                                 p.ln2_weight, p.ln2_bias, attention.mask, slots, shape.heads,
+                                 shape.eps, int64_t(compute), int64_t(attention.path),
+                                 rows.mask.causal, rows.batch, rows.time, rows.fillers);
 }
 
 }  // namespace bigbatch::nn

@@ -41,6 +41,9 @@ struct BlockRows {
   /// Over the (B, T) positions; every query must keep a key. Positions no row fills must be
   /// masked out as padding.
   AttentionMask mask;
+  /// Rows after the slots' rows that sit nowhere (nn::PackedTokens' fillers): no attention sees
+  /// them and theirs is zeros; nothing may read their outputs. Only with slots.
+  int64_t fillers = 0;
 };
 
 /// The post-LN block a = LN1(x + proj(attention(x W_qkv^T + b))), LN2(a + out(gelu(a W_fc^T +

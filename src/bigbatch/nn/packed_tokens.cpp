@@ -1,26 +1,33 @@
 #include "bigbatch/nn/packed_tokens.h"
 
+#include <algorithm>
+
 #include "bigbatch/core/check.h"
 
 namespace bigbatch::nn {
 
 torch::Tensor PackedTokens::pack(const torch::Tensor& x) const {
-  return x.flatten(0, 1).index_select(0, real);  // (N, ...)
+  return x.flatten(0, 1).index_select(0, real);  // (N + F, ...)
 }
 
 torch::Tensor PackedTokens::to_rows(const torch::Tensor& x) const {
+  BB_CHECK(x.size(0) == slots.size(0) + fillers, "to_rows: ", x.size(0), " rows for ",
+           slots.size(0), " tokens and ", fillers, " fillers");
   return torch::zeros({batch * longest, x.size(1)}, x.options())
-      .index_copy(0, slots, x)
+      .index_copy(0, slots, fillers == 0 ? x : x.narrow(0, 0, slots.size(0)))
       .view({batch, longest, x.size(1)});  // (B, L, C)
 }
 
 torch::Tensor PackedTokens::from_rows(const torch::Tensor& rows) const {
-  return rows.reshape({batch * longest, rows.size(2)}).index_select(0, slots);  // (N, C)
+  const torch::Tensor tokens =
+      rows.reshape({batch * longest, rows.size(2)}).index_select(0, slots);  // (N, C)
+  return fillers == 0 ? tokens : torch::cat({tokens, tokens.new_zeros({fillers, tokens.size(1)})});
 }
 
-PackedTokens pack_tokens(const torch::Tensor& attention_mask) {
+PackedTokens pack_tokens(const torch::Tensor& attention_mask, int64_t row_multiple) {
   BB_CHECK_INPUT(attention_mask.dim() == 2, "pack_tokens: the attention mask must be (B, T), got ",
                  attention_mask.sizes());
+  BB_CHECK_INPUT(row_multiple >= 1, "pack_tokens: row_multiple = ", row_multiple, " must be >= 1");
   PackedTokens p;
   p.batch = attention_mask.size(0);
   p.time = attention_mask.size(1);
@@ -30,10 +37,18 @@ PackedTokens pack_tokens(const torch::Tensor& attention_mask) {
   BB_CHECK_INPUT(shortest >= 1, "pack_tokens: every row of the attention mask needs a real token, ",
                  "got a row of padding only (lengths ", lengths, ")");
   p.longest = p.batch == 0 ? 0 : lengths.max().item<int64_t>();
-  p.real = is_real.flatten().nonzero().squeeze(1);  // (N)
+  const torch::Tensor real = is_real.flatten().nonzero().squeeze(1);  // (N)
+  const int64_t count = real.size(0);
+  const int64_t rows =
+      std::min((count + row_multiple - 1) / row_multiple * row_multiple, p.batch * p.time);
+  p.fillers = rows - count;
+  p.real = p.fillers == 0
+               ? real
+               : torch::cat({real, is_real.logical_not().flatten().nonzero().squeeze(1).narrow(
+                                       0, 0, p.fillers)});  // (N + F)
   p.positions = p.real.remainder(p.time);
-  const torch::Tensor place = is_real.cumsum(1, torch::kLong).flatten().index_select(0, p.real) - 1;
-  p.slots = p.real.div(p.time, "floor") * p.longest + place;
+  const torch::Tensor place = is_real.cumsum(1, torch::kLong).flatten().index_select(0, real) - 1;
+  p.slots = real.div(p.time, "floor") * p.longest + place;
   p.padding = torch::arange(p.longest, lengths.options()).unsqueeze(0) >= lengths.unsqueeze(1);
   p.first = lengths.cumsum(0) - lengths;
   return p;

@@ -1,6 +1,8 @@
 // The real tokens of a padded batch, packed: a model computes its per-token layers (embeddings,
 // projections, norms, feed-forward) on the N real tokens only and moves them into compact rows
-// for attention, so padding costs no work. Exact: a real token never sees a padded one.
+// for attention, so padding costs no work. Exact: a real token never sees a padded one. A few
+// padding positions may follow them so that the row count takes fewer values: oneDNN builds a
+// product for every new shape (docs/BENCHMARKS.md, "Packed rows in multiples of 8").
 #pragma once
 
 #include <torch/torch.h>
@@ -9,29 +11,37 @@
 
 namespace bigbatch::nn {
 
-/// Where the real tokens of a (B, T) batch lie, packed as (N, ...) and as compact rows (B, L, ...)
-/// with each row's real tokens first, in their order; L is the longest row.
+/// Where the real tokens of a (B, T) batch lie, packed as (N + F, ...) and as compact rows
+/// (B, L, ...) with each row's real tokens first, in their order; L is the longest row. The F
+/// fillers after the N real tokens are padding positions, packed so that the row count is a
+/// multiple of pack_tokens' `row_multiple`. They go to no compact row (no attention sees them,
+/// and theirs is zeros), and nothing may read their outputs, so their gradients are zero.
 struct PackedTokens {
   int64_t batch = 0;    ///< B
   int64_t time = 0;     ///< T, the padded length
   int64_t longest = 0;  ///< L, the most real tokens of a row
-  torch::Tensor real;   ///< (N) int64: each real token's flat index into (B*T), row by row
-  /// (N) int64: each real token's position in its row, 0..T-1 (as the padded batch has it)
+  int64_t fillers = 0;  ///< F
+  /// (N + F) int64: each packed row's flat index into (B*T), the real tokens row by row, then
+  /// the fillers
+  torch::Tensor real;
+  /// (N + F) int64: each packed row's position in its row, 0..T-1 (as the padded batch has it)
   torch::Tensor positions;
   torch::Tensor slots;    ///< (N) int64: each real token's flat index into the compact (B*L)
   torch::Tensor padding;  ///< (B, L) bool: true at compact slots no token fills
   torch::Tensor first;    ///< (B) int64: index into N of each row's first real token
 
-  /// Real tokens of a (B, T, ...) tensor -> (N, ...)
+  /// Packed rows of a (B, T, ...) tensor -> (N + F, ...)
   torch::Tensor pack(const torch::Tensor& x) const;
-  /// (N, C) -> compact rows (B, L, C), zeros in the empty slots
+  /// (N + F, C) -> compact rows (B, L, C), zeros in the empty slots; the fillers dropped
   torch::Tensor to_rows(const torch::Tensor& x) const;
-  /// Compact rows (B, L, C) -> (N, C), the empty slots dropped
+  /// Compact rows (B, L, C) -> (N + F, C), the empty slots dropped, zeros in the fillers' rows
   torch::Tensor from_rows(const torch::Tensor& rows) const;
 };
 
-/// Packs the tokens of `attention_mask` (B, T), nonzero at real tokens, any pattern of padding.
-/// Throws InputError when the mask is not 2-D or a row has no real token.
-PackedTokens pack_tokens(const torch::Tensor& attention_mask);
+/// Packs the tokens of `attention_mask` (B, T), nonzero at real tokens, any pattern of padding,
+/// with padding positions after them up to a multiple of `row_multiple` rows where the batch has
+/// that many. Throws InputError when the mask is not 2-D, a row has no real token or
+/// `row_multiple` is under 1.
+PackedTokens pack_tokens(const torch::Tensor& attention_mask, int64_t row_multiple = 1);
 
 }  // namespace bigbatch::nn

@@ -15,7 +15,11 @@
 #include "bigbatch/core/threads.h"
 #include "bigbatch/engine/accumulator.h"
 #include "bigbatch/engine/concurrent_micro_batches.h"
+#include "bigbatch/models/gpt.h"
+#include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/embedding.h"
+#include "bigbatch/nn/precision.h"
+#include "bigbatch/nn/recompute.h"
 #include "bigbatch/nn/weight_copies.h"
 #include "engine/mlp_training_run.h"
 
@@ -173,6 +177,59 @@ TEST(GradientAccumulator, AnEmbeddingsUsedRowsAddUpBitwiseEitherWayToItsDenseGra
     (model.loss_sum(ids, /*dense=*/true) / 6.0).backward();
   EXPECT_LT(testing::relative_difference(backward[0], model.table.grad()), 1e-6);
   EXPECT_TRUE(torch::equal(backward[0].index({torch::tensor({3, 4, 48})}), torch::zeros({3, 4})));
+}
+
+/// A small GPT in float32 under bf16 autocast: its fused blocks' and head's weight gradients come
+/// out of bf16 products.
+struct Bf16Gpt {
+  mutable models::Gpt gpt{models::GptOptions().vocab(32).context(12).layers(2).heads(2).embed(16)};
+  std::vector<torch::Tensor> parameters() const { return gpt->parameters(); }
+  /// Summed next-token loss of (n, 12) tokens: a scalar.
+  torch::Tensor loss_sum(const torch::Tensor& tokens) const {
+    const nn::AutocastGuard autocast(nn::Precision::kBf16, torch::kCPU);
+    const torch::Tensor logits = gpt->forward(tokens.narrow(1, 0, 11));  // (n, 11, 32)
+    return torch::nn::functional::cross_entropy(
+        logits.reshape({-1, 32}).to(torch::kFloat), tokens.narrow(1, 1, 11).reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  }
+};
+
+TEST(GradientAccumulator, GradientsOfKeepsBf16WeightGradientsThatAccumulateWidensBitwise) {
+  const nn::Bf16Matmul bf16_matmul_before = nn::bf16_matmul();
+  nn::set_bf16_matmul(nn::Bf16Matmul::kNative);  // bf16 products on every CPU
+  for (const bool checkpointing : {false, true}) {
+    torch::manual_seed(7);
+    const Bf16Gpt model;
+    if (checkpointing)
+      model.gpt->set_checkpointing(nn::parse_checkpoint_policy("every:1", "checkpointing"));
+    const std::vector<torch::Tensor> inputs = {torch::randint(32, {3, 12}, torch::kLong),
+                                               torch::randint(32, {3, 12}, torch::kLong),
+                                               torch::randint(32, {2, 12}, torch::kLong)};
+    const std::vector<torch::Tensor> backward = window_gradients(model, inputs, false);
+    const std::vector<torch::Tensor> split = window_gradients(model, inputs, true);
+    ASSERT_EQ(split.size(), backward.size());
+    for (size_t i = 0; i < split.size(); ++i) {
+      ASSERT_TRUE(split[i].defined()) << i;
+      EXPECT_EQ(split[i].scalar_type(), torch::kFloat) << i;
+      EXPECT_TRUE(torch::equal(split[i], backward[i]))
+          << "parameter " << i << ", " << checkpointing;
+    }
+
+    // gradients_of hands the weights of the 2 blocks (4 each) and of the head over in bf16.
+    torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
+    engine::GradientAccumulator accumulator(model.parameters(), optimizer, nullptr);
+    accumulator.begin_window(engine::Counts{3, 3});
+    const engine::MicroBatchGradients gradients =
+        accumulator.gradients_of(model.loss_sum(inputs[0]), engine::Counts{3, 3});
+    int64_t kept = 0;
+    for (const torch::Tensor& gradient : gradients.gradients)
+      kept += gradient.defined() && gradient.scalar_type() == torch::kBFloat16 ? 1 : 0;
+    EXPECT_EQ(kept, 2 * 4 + 1) << checkpointing;
+    for (const torch::Tensor& parameter : model.parameters())
+      EXPECT_FALSE(parameter.grad().defined());
+    accumulator.abort_window();
+  }
+  nn::set_bf16_matmul(bf16_matmul_before);
 }
 
 TEST(GradientAccumulator, GradientsOfNeedsAnOpenWindow) {

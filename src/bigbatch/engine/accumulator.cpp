@@ -139,13 +139,24 @@ MicroBatchGradients GradientAccumulator::gradients_of(const torch::Tensor& loss_
   result.counts = micro;
   result.loss_sum = detached_loss_sum(loss_sum);
   result.gradients.resize(parameters_.size());
-  // accumulate() adds an embedding's sparse gradient (its used rows) to the dense .grad.
+  // accumulate() adds an embedding's sparse gradient (its used rows) to the dense .grad, and the
+  // fused blocks' bf16 weight gradients, kept, widening them as it adds.
   const nn::SparseEmbeddingGradScope sparse(nn::SparseEmbeddingGrad::kAlways);
+  nn::KeptWeightGradScope kept_scope;
   const std::vector<torch::Tensor> gradients =
       torch::autograd::grad({loss}, differentiated, /*grad_outputs=*/{}, /*retain_graph=*/false,
                             /*create_graph=*/false, /*allow_unused=*/true);
-  for (size_t k = 0; k < gradients.size(); ++k)
-    result.gradients[index_of[k]] = gradients[k];
+  const auto kept = kept_scope.take();
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    const auto found = kept.find(differentiated[k].unsafeGetTensorImpl());
+    torch::Tensor& gradient = result.gradients[index_of[k]];
+    if (found == kept.end())
+      gradient = gradients[k];
+    else if (!gradients[k].defined())
+      gradient = found->second;  // bf16
+    else                         // a weight used twice: autograd got its other gradients
+      gradient = gradients[k] + found->second;
+  }
   return result;
 }
 
@@ -160,16 +171,15 @@ void GradientAccumulator::accumulate(MicroBatchGradients gradients) {
     if (!gradient.defined())
       continue;
     torch::Tensor& parameter = parameters_[i];
-    // As LibTorch's AccumulateGrad does: the first gradient is copied into a buffer laid out
-    // like the parameter (a returned gradient may be an expanded view, or shared by two
-    // parameters), later ones are added to it in place. A sparse one (an embedding's used
-    // rows) is added to zeros: the values a dense gradient of the same rows would copy.
-    if (parameter.grad().defined())
-      parameter.mutable_grad().add_(gradient);
-    else if (gradient.is_sparse())
+    // As LibTorch's AccumulateGrad does (nn::add_weight_grad, which widens a kept bf16 gradient
+    // as it adds). A sparse one (an embedding's used rows) is added to zeros at first: the
+    // values a dense gradient of the same rows would copy.
+    if (gradient.is_sparse() && !parameter.grad().defined())
       parameter.mutable_grad() = torch::zeros_like(parameter).add_(gradient);
+    else if (gradient.is_sparse())
+      parameter.mutable_grad().add_(gradient);
     else
-      parameter.mutable_grad() = torch::empty_like(parameter).copy_(gradient);
+      nn::add_weight_grad(parameter, gradient);
   }
 }
 

@@ -109,7 +109,9 @@ struct WindowResult {
 /// the parameters' .grad, and added to them by GradientAccumulator::accumulate().
 struct MicroBatchGradients {
   /// One per parameter of the accumulator, in its order; undefined where the loss does not
-  /// depend on the parameter (or it does not require grad). Each has its parameter's shape.
+  /// depend on the parameter (or it does not require grad). Each has its parameter's shape and
+  /// dtype, or is the bf16 weight gradient of a float32 parameter that a fused block kept
+  /// (nn::KeptWeightGradScope), which accumulate() widens as it adds.
   std::vector<torch::Tensor> gradients;
   torch::Tensor loss_sum;  ///< () float64, detached: the micro-batch's summed loss
   Counts counts;           ///< what the micro-batch held

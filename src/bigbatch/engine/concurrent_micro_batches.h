@@ -30,7 +30,8 @@ namespace bigbatch::engine {
 /// element-wise kernels stay on one thread below 32k elements), so a window runs up to
 /// `concurrency` times faster with one pass per core. Memory: the activations of `concurrency`
 /// passes, and the helpers' gradients (one set of the parameters' size per helper pass, until
-/// added), exist at once: more than one pass at a time needs.
+/// added; in bf16 where fused blocks keep them, nn::KeptWeightGradScope), exist at once: more
+/// than one pass at a time needs.
 ///
 ///   ConcurrentMicroBatches passes(2);
 ///   accumulator.begin_window(window_counts);

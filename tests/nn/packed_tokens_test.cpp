@@ -1,6 +1,6 @@
 // nn::PackedTokens: where the real tokens of right-, left- and hole-padded rows go, packed and in
-// compact rows, the round trip of a tensor through them, fillers up to a multiple of rows, and
-// the masks refused.
+// compact rows, the round trip of a tensor through them, fillers up to a multiple of rows, the
+// masks refused, and scatter_rows, bitwise index_copy's rows.
 #include "bigbatch/nn/packed_tokens.h"
 
 #include <gtest/gtest.h>
@@ -114,6 +114,41 @@ TEST(PackedTokens, AMaskWithARowOfPaddingOnlyOrNotTwoDimensionalIsRefused) {
   const std::string flat =
       testing::input_error_of([] { pack_tokens(torch::ones({4}, torch::kLong)); });
   EXPECT_NE(flat.find("must be (B, T), got [4]"), std::string::npos) << flat;
+}
+
+TEST(PackedTokens, ScatterRowsPlacesRowsBitwiseAsIndexCopyWithZerosElsewhere) {
+  torch::manual_seed(8);
+  const torch::Tensor slots = longs({5, 0, 9, 3, 10});  // N = 5 of 12 positions, out of order
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kDouble}) {
+    const torch::Tensor rows = torch::randn({7, 24}).to(dtype);  // N + 2 fillers, dropped
+    const torch::Tensor scattered = scatter_rows(rows, slots, 12);
+    const torch::Tensor expected =
+        torch::zeros({12, 24}, rows.options()).index_copy_(0, slots, rows.narrow(0, 0, 5));
+    EXPECT_EQ(scattered.scalar_type(), dtype);
+    EXPECT_TRUE(torch::equal(scattered, expected)) << dtype;
+    const torch::Tensor strided = torch::randn({24, 5}).to(dtype).t();  // ATen's way
+    EXPECT_TRUE(
+        torch::equal(scatter_rows(strided, slots, 12),
+                     torch::zeros({12, 24}, rows.options()).index_copy_(0, slots, strided)));
+  }
+  // Many rows, as the OpenMP threads split them: every position written.
+  const torch::Tensor many_slots = torch::randperm(3000, torch::kLong).narrow(0, 0, 2000);
+  const torch::Tensor many = torch::randn({2000, 300});
+  EXPECT_TRUE(torch::equal(scatter_rows(many, many_slots, 3000),
+                           torch::zeros({3000, 300}).index_copy_(0, many_slots, many)));
+}
+
+TEST(PackedTokens, ScatterRowsRefusesASlotOutsideThePositions) {
+  const torch::Tensor rows = torch::ones({2, 4});
+  try {
+    scatter_rows(rows, longs({1, 6}), 6);
+    FAIL() << "no error";
+  } catch (const std::logic_error& error) {
+    EXPECT_NE(std::string(error.what()).find("slot 6 of row 1 is outside [0, 6)"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(scatter_rows(rows, longs({0, 1, 2}), 6), std::logic_error);  // more slots than rows
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "bigbatch/nn/fused_block_parts.h"
+#include "bigbatch/nn/packed_tokens.h"
 #include "bigbatch/nn/weight_copies.h"
 
 namespace bigbatch::nn {
@@ -65,8 +66,7 @@ Tensor stacked(const Tensor& q, const Tensor& k, const Tensor& v, torch::ScalarT
 Tensor to_positions(const Tensor& rows, const Tensor& slots, int64_t positions) {
   if (slots.numel() == 0)
     return rows;
-  return at::zeros({positions, rows.size(1)}, rows.options())
-      .index_copy_(0, slots, rows.narrow(0, 0, slots.size(0)));
+  return scatter_rows(rows, slots, positions);
 }
 
 /// The inverse: the rows of (B*T, W) that `slots` names, then zeros for `fillers` rows ->

@@ -1,6 +1,10 @@
 #include "bigbatch/nn/packed_tokens.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 
@@ -22,6 +26,40 @@ torch::Tensor PackedTokens::from_rows(const torch::Tensor& rows) const {
   const torch::Tensor tokens =
       rows.reshape({batch * longest, rows.size(2)}).index_select(0, slots);  // (N, C)
   return fillers == 0 ? tokens : torch::cat({tokens, tokens.new_zeros({fillers, tokens.size(1)})});
+}
+
+torch::Tensor scatter_rows(const torch::Tensor& rows, const torch::Tensor& slots,
+                           int64_t positions) {
+  BB_CHECK(rows.dim() == 2 && slots.dim() == 1 && slots.scalar_type() == torch::kLong &&
+               rows.size(0) >= slots.size(0),
+           "scatter_rows: rows ", rows.sizes(), " and int64 slots ", slots.sizes(), " (",
+           slots.scalar_type(), ") must be (>= N, W) and (N)");
+  if (!rows.device().is_cpu() || !rows.is_contiguous())
+    return torch::zeros({positions, rows.size(1)}, rows.options())
+        .index_copy_(0, slots, rows.narrow(0, 0, slots.size(0)));
+  const torch::Tensor places = slots.contiguous();
+  const int64_t* place = places.data_ptr<int64_t>();
+  std::vector<int64_t> source(static_cast<size_t>(positions), -1);  // each position's row
+  for (int64_t row = 0; row < places.size(0); ++row) {
+    BB_CHECK(place[row] >= 0 && place[row] < positions, "scatter_rows: slot ", place[row],
+             " of row ", row, " is outside [0, ", positions, ")");
+    source[static_cast<size_t>(place[row])] = row;
+  }
+  torch::Tensor out = at::empty({positions, rows.size(1)}, rows.options());  // (positions, W)
+  const int64_t row_bytes = rows.size(1) * static_cast<int64_t>(rows.element_size());
+  const auto* from = static_cast<const char*>(rows.data_ptr());
+  auto* into = static_cast<char*>(out.data_ptr());
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, row_bytes));
+  at::parallel_for(0, positions, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t row = source[static_cast<size_t>(p)];
+      if (row >= 0)
+        std::memcpy(into + p * row_bytes, from + row * row_bytes, static_cast<size_t>(row_bytes));
+      else
+        std::memset(into + p * row_bytes, 0, static_cast<size_t>(row_bytes));
+    }
+  });
+  return out;
 }
 
 PackedTokens pack_tokens(const torch::Tensor& attention_mask, int64_t row_multiple) {

@@ -38,6 +38,14 @@ struct PackedTokens {
   torch::Tensor from_rows(const torch::Tensor& rows) const;
 };
 
+/// The first slots.size(0) rows of `rows` (>= that many, W) at the rows `slots` (int64, distinct,
+/// each in [0, positions)) names of a new (positions, W) tensor, zeros in its other rows: what
+/// zeros({positions, W}).index_copy_(0, slots, rows.narrow(0, 0, slots.size(0))) gives, bitwise,
+/// in one pass of row copies (ATen's index_copy moves element by element). Not differentiable:
+/// for the insides of autograd functions. Throws std::logic_error on a slot out of range.
+torch::Tensor scatter_rows(const torch::Tensor& rows, const torch::Tensor& slots,
+                           int64_t positions);
+
 /// Packs the tokens of `attention_mask` (B, T), nonzero at real tokens, any pattern of padding,
 /// with padding positions after them up to a multiple of `row_multiple` rows where the batch has
 /// that many. Throws InputError when the mask is not 2-D, a row has no real token or

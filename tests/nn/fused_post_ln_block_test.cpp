@@ -1,14 +1,17 @@
 // The fused post-LN block, through Hugging Face BERT's layer: the composite layer's outputs and
 // gradients on padded batches and on packed real tokens (with and without fillers), in float64,
-// float32 and bf16 autocast; frozen parameters; one autograd node per layer; adapters and narrow
-// frozen weights left to the composite layer; a BERT classifier trained over several windows.
+// float32 and bf16 autocast, the bf16 weight gradients added to .grad directly; frozen
+// parameters; one autograd node per layer; adapters and narrow frozen weights left to the
+// composite layer; a BERT classifier trained over several windows.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bigbatch/models/hf_bert.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/direct_weight_grads.h"
 #include "bigbatch/nn/fused_block.h"
 #include "bigbatch/nn/fused_post_ln_block.h"
 #include "bigbatch/nn/lora.h"
@@ -84,7 +87,8 @@ struct LayerResult {
 };
 
 LayerResult run_layer(BlockKernel kernel, torch::ScalarType dtype, Rows rows,
-                      bool bf16_autocast = false, HfBertLayer layer = nullptr) {
+                      bool bf16_autocast = false, HfBertLayer layer = nullptr,
+                      bool direct_grads = false) {
   const ScopedBlockKernel choice(kernel);
   if (layer.is_empty())
     layer = random_layer(dtype);
@@ -108,7 +112,12 @@ LayerResult run_layer(BlockKernel kernel, torch::ScalarType dtype, Rows rows,
   }
   LayerResult result;
   result.graph_nodes = testing::graph_size(output);
-  (output * weights).sum().backward();
+  {
+    std::optional<DirectWeightGradScope> direct;
+    if (direct_grads)
+      direct.emplace();  // as the engine's GradientAccumulator::backward opens it
+    (output * weights).sum().backward();
+  }
   result.output = output.detach();
   result.dx = x.grad();
   for (const auto& parameter : layer->parameters())
@@ -206,6 +215,23 @@ TEST(FusedPostLnBlock, RoundsLikeAutocastUnderBf16) {
     EXPECT_LT(relative_difference(fused.output, fp32.output),
               1.25 * relative_difference(composite.output, fp32.output));
   }
+}
+
+TEST(FusedPostLnBlock, AddsEveryBf16WeightGradientToGradItselfBitwise) {
+  const ScopedBf16Matmul native(Bf16Matmul::kNative);
+  const LayerResult returned =
+      run_layer(BlockKernel::kFused, torch::kFloat32, Rows::kPackedWithFillers, true);
+  const int64_t before = direct_weight_grads_added();
+  const LayerResult direct = run_layer(BlockKernel::kFused, torch::kFloat32,
+                                       Rows::kPackedWithFillers, true, nullptr, true);
+  // The query, key and value weights (one product, its rows split), the projection's and the
+  // feed-forward network's two.
+  EXPECT_EQ(direct_weight_grads_added() - before, 6);
+  ASSERT_EQ(direct.parameter_grads.size(), returned.parameter_grads.size());
+  for (size_t i = 0; i < direct.parameter_grads.size(); ++i)
+    EXPECT_TRUE(torch::equal(direct.parameter_grads[i], returned.parameter_grads[i]))
+        << "parameter " << i;
+  EXPECT_TRUE(torch::equal(direct.dx, returned.dx));
 }
 
 TEST(FusedPostLnBlock, FrozenParametersGetNoGradient) {

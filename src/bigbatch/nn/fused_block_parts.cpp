@@ -1,6 +1,8 @@
 #include "bigbatch/nn/fused_block_parts.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/system_info.h"
@@ -98,12 +100,45 @@ WeightProduct weight_product_operands(const Tensor& grad, const Tensor& input,
   return {grad.t(), input, false};
 }
 
+namespace {
+
+/// A weight's gradient (O, I) from its product, in `dtype`; undefined where add_to_weight_grad
+/// has taken it.
+Tensor weight_grad_in_dtype(const Tensor& grad, torch::ScalarType dtype, const Tensor& weight) {
+  if (grad.scalar_type() != dtype && add_to_weight_grad(weight, grad))
+    return Tensor();  // already in .grad, or kept for it
+  return in_dtype(grad, dtype);
+}
+
+}  // namespace
+
 Tensor weight_grad_from_product(const WeightProduct& operands, const Tensor& product,
                                 torch::ScalarType dtype, const Tensor& weight) {
   const Tensor grad = operands.transposed ? transposed_copy(product) : product;  // (O, I)
-  if (grad.scalar_type() != dtype && add_to_weight_grad(weight, grad))
-    return Tensor();  // already in .grad
-  return in_dtype(grad, dtype);
+  return weight_grad_in_dtype(grad, dtype, weight);
+}
+
+std::vector<Tensor> stacked_weight_grads(const std::vector<bool>& wanted, const Tensor& grad,
+                                         const Tensor& input, torch::ScalarType dtype,
+                                         const std::vector<Tensor>& weights) {
+  BB_CHECK(wanted.size() == weights.size(), "stacked_weight_grads: ", wanted.size(), " flags for ",
+           weights.size(), " weights");
+  std::vector<Tensor> grads(weights.size());
+  if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; }))
+    return grads;
+  const WeightProduct operands = weight_product_operands(grad, input);
+  const Tensor product = gemm(operands.a, operands.b);
+  const Tensor stacked = operands.transposed ? transposed_copy(product) : product;  // (O, I)
+  int64_t row = 0;
+  for (size_t k = 0; k < weights.size(); ++k) {
+    const int64_t rows = weights[k].size(0);
+    if (wanted[k])  // rows of a contiguous (O, I): contiguous
+      grads[k] = weight_grad_in_dtype(stacked.narrow(0, row, rows), dtype, weights[k]);
+    row += rows;
+  }
+  BB_CHECK(row == stacked.size(0), "stacked_weight_grads: weights of ", row,
+           " rows for a gradient of ", stacked.size(0));
+  return grads;
 }
 
 namespace {

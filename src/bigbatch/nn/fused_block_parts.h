@@ -56,6 +56,13 @@ enum class ProductThreads { kAll, kMaybeOne };
 /// (copies are made here).
 WeightProduct weight_product_operands(const torch::Tensor& grad, const torch::Tensor& input,
                                       ProductThreads threads = ProductThreads::kAll);
+/// weight_grad of several weights stacked by rows as one product's (query, key and value: each
+/// (O_k, I), grad (N, sum O_k) their outputs side by side): each one's gradient, undefined where
+/// not `wanted[k]` or added to weights[k].grad() itself (add_to_weight_grad).
+std::vector<torch::Tensor> stacked_weight_grads(const std::vector<bool>& wanted,
+                                                const torch::Tensor& grad,
+                                                const torch::Tensor& input, torch::ScalarType dtype,
+                                                const std::vector<torch::Tensor>& weights);
 /// weight_grad from its product: `product` is operands.a @ operands.b as nn::gemm computes it
 /// (bitwise), for callers that run several products at once (nn/bf16_linear's groups).
 torch::Tensor weight_grad_from_product(const WeightProduct& operands, const torch::Tensor& product,

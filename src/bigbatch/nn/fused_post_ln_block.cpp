@@ -209,9 +209,12 @@ struct FusedPostLnBlock : torch::autograd::Function<FusedPostLnBlock> {
                                           to_positions(gemm(d_s1_c, saved("proj_w")), slots,
                                                        ctx->saved_data.at("positions").toInt())),
                        slots, ctx->saved_data.at("fillers").toInt());  // (N, 3C)
-    const bool weights = wanted(kQueryWeight) || wanted(kKeyWeight) || wanted(kValueWeight);
     const bool biases = wanted(kQueryBias) || wanted(kKeyBias) || wanted(kValueBias);
-    split_qkv(weight_grad(weights, d_qkv, saved("xc"), param), result, inputs, kQueryWeight);
+    const std::vector<Tensor> qkv_grads = stacked_weight_grads(
+        {wanted(kQueryWeight), wanted(kKeyWeight), wanted(kValueWeight)}, d_qkv, saved("xc"), param,
+        {inputs.get(kQueryWeight), inputs.get(kKeyWeight), inputs.get(kValueWeight)});
+    for (size_t k = 0; k < qkv_grads.size(); ++k)
+      result[kQueryWeight + k] = qkv_grads[k];
     split_qkv(bias_grad(biases, d_qkv, param), result, inputs, kQueryBias);
     const Tensor qkv_w = saved("qkv_w");
     if (wanted(kX))

@@ -172,12 +172,10 @@ void GradientAccumulator::accumulate(MicroBatchGradients gradients) {
       continue;
     torch::Tensor& parameter = parameters_[i];
     // As LibTorch's AccumulateGrad does (nn::add_weight_grad, which widens a kept bf16 gradient
-    // as it adds). A sparse one (an embedding's used rows) is added to zeros at first: the
-    // values a dense gradient of the same rows would copy.
+    // as it adds). A sparse first one (an embedding's used rows) is added to zeros: the values
+    // a dense gradient of the same rows would copy.
     if (gradient.is_sparse() && !parameter.grad().defined())
       parameter.mutable_grad() = torch::zeros_like(parameter).add_(gradient);
-    else if (gradient.is_sparse())
-      parameter.mutable_grad().add_(gradient);
     else
       nn::add_weight_grad(parameter, gradient);
   }

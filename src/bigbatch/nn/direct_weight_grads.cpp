@@ -91,7 +91,7 @@ bool add_to_weight_grad(const torch::Tensor& weight, const torch::Tensor& grad) 
 
 void add_weight_grad(const torch::Tensor& weight, const torch::Tensor& grad) {
   torch::Tensor& sum = weight.mutable_grad();
-  if (grad.scalar_type() == torch::kBFloat16 && plain(weight, torch::kFloat, weight.sizes()) &&
+  if (plain(weight, torch::kFloat, weight.sizes()) &&
       plain(grad, torch::kBFloat16, weight.sizes()) && widenable_into(sum, weight)) {
     widen_into(sum, weight, grad);
     return;

@@ -67,11 +67,12 @@ int64_t direct_weight_grads_added();
 /// it did; if not, the caller returns the gradient to autograd as usual.
 bool add_to_weight_grad(const torch::Tensor& weight, const torch::Tensor& grad);
 
-/// Adds `grad` (of weight's shape, in its dtype or a bf16 gradient of a float32 weight) into
-/// weight.grad() as autograd's accumulation does: .grad made from the first (a copy laid out
-/// like the weight), added to in place after. bf16 into a contiguous float32 .grad is widened in
-/// the same pass; the sums are bitwise those of a cast and an add either way. For a thread that
-/// owns the weight's .grad (no backward into it running elsewhere).
+/// Adds `grad` (of weight's shape, in its dtype or a bf16 gradient of a float32 weight; sparse
+/// only once .grad is defined) into weight.grad() as autograd's accumulation does: .grad made
+/// from the first (a copy laid out like the weight), added to in place after. bf16 into a
+/// contiguous float32 .grad is widened in the same pass; the sums are bitwise those of a cast and
+/// an add either way. For a thread that owns the weight's .grad (no backward into it running
+/// elsewhere).
 void add_weight_grad(const torch::Tensor& weight, const torch::Tensor& grad);
 
 }  // namespace bigbatch::nn

@@ -112,6 +112,41 @@ TEST(DoctorChecks, OpenBlasOnKernelsWithoutAvx2OnAnAvx2CpuIsAProblem) {
   EXPECT_FALSE(cli::diagnose_blas(openblas, "", {"sse3"}).problem);  // right for an old CPU
 }
 
+TEST(DoctorChecks, MallocNamesTheAllocatorAndWhatBigbatchSet) {
+  MallocLibrary mimalloc{MallocKind::kMimalloc, "libmimalloc.so.2",
+                         "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0", "2.0.9", true};
+  Finding f = cli::malloc_finding(mimalloc, MallocTuning::kNotGlibc);
+  EXPECT_EQ(f.value, "mimalloc 2.0.9");
+  EXPECT_FALSE(f.problem);
+  EXPECT_NE(f.detail.find("serves every library's malloc (LibTorch's blocks: yes)"),
+            std::string::npos)
+      << f.detail;
+  mimalloc.serves_libtorch = false;  // two allocators in one process: a block could be freed wrong
+  f = cli::malloc_finding(mimalloc, MallocTuning::kNotGlibc);
+  EXPECT_TRUE(f.problem);
+  EXPECT_NE(f.detail.find("a block LibTorch allocates is not in its heap"), std::string::npos);
+  EXPECT_NE(f.fix.find("-DBIGBATCH_MIMALLOC=OFF"), std::string::npos);
+
+  const MallocLibrary glibc{MallocKind::kGlibc, "/lib/x86_64-linux-gnu/libc.so.6",
+                            "/usr/lib/x86_64-linux-gnu/libc.so.6", "2.36", std::nullopt};
+  f = cli::malloc_finding(glibc, MallocTuning::kSet);
+  EXPECT_EQ(f.value, "glibc 2.36");
+  EXPECT_NE(f.detail.find("bigbatch set M_MMAP_THRESHOLD 32.0 MiB and M_TRIM_THRESHOLD 512.0 MiB"),
+            std::string::npos)
+      << f.detail;
+  EXPECT_NE(cli::malloc_finding(glibc, MallocTuning::kUserSettings).detail.find("your settings"),
+            std::string::npos);
+  EXPECT_NE(cli::malloc_finding(glibc, MallocTuning::kNotRun).detail.find("its defaults"),
+            std::string::npos);
+  EXPECT_FALSE(cli::malloc_finding(glibc, MallocTuning::kRefused).problem);
+
+  const MallocLibrary preloaded{MallocKind::kJemalloc, "/usr/lib/libjemalloc.so.2",
+                                "/usr/lib/libjemalloc.so.2", "", std::nullopt};
+  f = cli::malloc_finding(preloaded, MallocTuning::kNotGlibc);
+  EXPECT_EQ(f.value, "jemalloc");
+  EXPECT_NE(f.detail.find("bigbatch sets nothing"), std::string::npos) << f.detail;
+}
+
 TEST(DoctorChecks, LittleMemoryIsAProblem) {
   EXPECT_FALSE(cli::memory_finding({8LL << 30, 6LL << 30}).problem);
   const Finding low = cli::memory_finding({8LL << 30, 512LL << 20});

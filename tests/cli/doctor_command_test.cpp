@@ -63,6 +63,42 @@ TEST(DoctorCommand, NamesTheLibTorchAndTheRealBlas) {
   }
 }
 
+/// The doctor's "malloc" row, from the report's table.
+std::string malloc_row(const std::string& report) {
+  const size_t start = report.find("\nmalloc ");
+  return start == std::string::npos
+             ? ""
+             : report.substr(start + 1, report.find('\n', start + 1) - start - 1);
+}
+
+// The bigbatch executable links mimalloc (BIGBATCH_MIMALLOC, the default), whose malloc then
+// serves LibTorch too: a block that libc10 allocates lies in mimalloc's heap. Built without it,
+// glibc serves malloc with bigbatch's thresholds, or the user's settings where there are some.
+TEST(DoctorCommand, SaysWhichAllocatorServesEveryLibrarysMalloc) {
+  const testing::TempDir dir;
+  const std::string doctor =
+      std::string(BIGBATCH_CLI_PATH) + " doctor --run-dir '" + dir.path().string() + "'";
+  const Result plain = run_shell(doctor);
+  const Result user_set = run_shell("MALLOC_TRIM_THRESHOLD_=0 " + doctor);
+  const std::string row = malloc_row(plain.output);
+  const std::string user_row = malloc_row(user_set.output);
+  ASSERT_FALSE(row.empty()) << plain.output;
+  if (BIGBATCH_CLI_MIMALLOC) {
+    EXPECT_EQ(row.rfind("malloc              mimalloc 2.", 0), 0u) << row;
+    EXPECT_NE(row.find("libmimalloc.so"), std::string::npos) << row;
+    EXPECT_NE(row.find("serves every library's malloc (LibTorch's blocks: yes)"), std::string::npos)
+        << row;
+    EXPECT_EQ(user_row, row);  // glibc's settings do not apply to mimalloc
+  } else {
+    EXPECT_EQ(row.rfind("malloc              glibc 2.", 0), 0u) << row;
+    EXPECT_NE(row.find("bigbatch set M_MMAP_THRESHOLD 32.0 MiB and M_TRIM_THRESHOLD 512.0 MiB"),
+              std::string::npos)
+        << row;
+    EXPECT_NE(user_row.find("your settings kept"), std::string::npos) << user_row;
+  }
+  EXPECT_EQ(row.find("PROBLEM"), std::string::npos) << row;
+}
+
 /// Sets OPENBLAS_CORETYPE=Haswell for the doctor's process while it lives, where the CPU has
 /// avx2 (so that OpenBLAS's kernels fit the CPU even where it does not recognise the model).
 class FittingOpenBlasKernels {

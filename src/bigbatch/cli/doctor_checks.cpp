@@ -288,6 +288,51 @@ Finding cpu_bf16_finding(const std::set<std::string>& flags, const std::string& 
   return {"cpu bf16", value, detail, false, ""};
 }
 
+Finding malloc_finding(const MallocLibrary& allocator, MallocTuning tuning) {
+  const std::string value =
+      to_string(allocator.kind) + (allocator.version.empty() ? "" : " " + allocator.version);
+  const std::string where = allocator.resolved.empty() ? "linked statically" : allocator.resolved;
+  if (allocator.kind == MallocKind::kMimalloc) {
+    if (allocator.serves_libtorch == false) {
+      return problem("malloc", value,
+                     where + ": loaded, but a block LibTorch allocates is not in its heap",
+                     "rebuild with -DBIGBATCH_MIMALLOC=OFF (glibc's malloc) and report this");
+    }
+    return {"malloc", value,
+            where + ": serves every library's malloc (LibTorch's blocks: " +
+                (allocator.serves_libtorch ? "yes" : "not checked") +
+                "); the bigbatch executable links it (-DBIGBATCH_MIMALLOC=OFF: glibc's)",
+            false, ""};
+  }
+  if (allocator.kind != MallocKind::kGlibc)
+    return {"malloc", value, where + ": yours (preloaded or linked); bigbatch sets nothing", false,
+            ""};
+  std::string settings;
+  switch (tuning) {
+    case MallocTuning::kSet:
+      settings =
+          cat("bigbatch set M_MMAP_THRESHOLD ",
+              format_bytes(static_cast<int64_t>(kMallocMmapThreshold)), " and M_TRIM_THRESHOLD ",
+              format_bytes(static_cast<int64_t>(kMallocTrimThreshold)));
+      break;
+    case MallocTuning::kUserSettings:
+      settings =
+          "your settings kept (GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_)";
+      break;
+    case MallocTuning::kRefused:
+      settings = "glibc refused bigbatch's thresholds: its defaults";
+      break;
+    case MallocTuning::kNotRun:
+    case MallocTuning::kNotGlibc:
+      settings = "its defaults";
+      break;
+  }
+  return {"malloc", value,
+          where + ": " + settings + " (an executable built with mimalloc, the default, runs " +
+              "small micro-batches faster)",
+          false, ""};
+}
+
 Finding memory_finding(const MemoryInfo& memory) {
   const std::string value = cat(format_bytes(memory.total_bytes), " total, ",
                                 format_bytes(memory.available_bytes), " available");

@@ -9,6 +9,8 @@
 
 #include "bigbatch/core/blas_library.h"
 #include "bigbatch/core/device.h"
+#include "bigbatch/core/malloc_library.h"
+#include "bigbatch/core/malloc_tuning.h"
 #include "bigbatch/core/system_info.h"
 #include "bigbatch/core/threads.h"
 #include "bigbatch/data/text_corpus.h"
@@ -86,6 +88,10 @@ Finding onednn_matmul_finding(double seconds);
 /// Native bf16 support of the CPU (avx512_bf16, amx_bf16); without it model.precision = "bf16"
 /// runs its products on fp32 kernels (nn/bf16_matmul) (a note, not a problem).
 Finding cpu_bf16_finding(const std::set<std::string>& flags, const std::string& model);
+
+/// The allocator that serves malloc and what bigbatch set for it (`tuning`). A problem where
+/// mimalloc is loaded but a block LibTorch allocates is not in its heap.
+Finding malloc_finding(const MallocLibrary& allocator, MallocTuning tuning);
 
 /// Total and available memory; under 1 GiB available is a problem.
 Finding memory_finding(const MemoryInfo& memory);

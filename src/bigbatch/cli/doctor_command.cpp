@@ -45,6 +45,7 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
                   {
                       threads_finding(at_start, available_cores()),
                       blas_finding,
+                      malloc_finding(loaded_malloc(), malloc_tuning_outcome()),
                       matmul_finding(torch::kFloat, options.matmul_seconds),
                       onednn_matmul_finding(options.matmul_seconds),
                       matmul_finding(torch::kBFloat16, options.matmul_seconds),

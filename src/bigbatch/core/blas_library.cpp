@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "bigbatch/core/loaded_library.h"
+
 namespace bigbatch {
 
 namespace {
@@ -63,14 +65,11 @@ BlasKind classify_blas_path(const std::string& resolved_path) {
 
 BlasLibrary loaded_blas() {
   BlasLibrary blas;
-  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
-  Dl_info info{};
-  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr)
+  const std::optional<LoadedLibrary> sgemm = library_providing("sgemm_");
+  if (!sgemm)
     return at::hasMKL() ? mkl_inside_libtorch(blas) : blas;  // an MKL that exports no sgemm_
-  blas.path = info.dli_fname;
-  std::error_code error;
-  const std::filesystem::path resolved = std::filesystem::canonical(blas.path, error);
-  blas.resolved = error ? blas.path : resolved.string();
+  blas.path = sgemm->path;
+  blas.resolved = sgemm->resolved;
   blas.kind = classify_blas_path(blas.resolved);
   const std::string file = std::filesystem::path(blas.resolved).filename().string();
   if (blas.kind == BlasKind::kOther && at::hasMKL() && file.rfind("libtorch", 0) == 0)

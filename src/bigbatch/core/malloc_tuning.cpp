@@ -4,8 +4,12 @@
 
 #include <cstdlib>
 
+#include "bigbatch/core/malloc_library.h"
+
 namespace bigbatch {
 namespace {
+
+MallocTuning tuning_outcome = MallocTuning::kNotRun;
 
 std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);
@@ -22,13 +26,19 @@ bool malloc_tuning_wanted(const std::optional<std::string>& glibc_tunables,
   return !glibc_tunables.has_value() || glibc_tunables->find("glibc.malloc.") == std::string::npos;
 }
 
-bool tune_malloc_for_training() {
+MallocTuning tune_malloc_for_training() {
+  if (malloc_kind() != MallocKind::kGlibc)
+    return tuning_outcome = MallocTuning::kNotGlibc;
   if (!malloc_tuning_wanted(env("GLIBC_TUNABLES"), env("MALLOC_MMAP_THRESHOLD_"),
                             env("MALLOC_TRIM_THRESHOLD_")))
-    return false;
+    return tuning_outcome = MallocTuning::kUserSettings;
   const bool mmap_set = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMallocMmapThreshold)) == 1;
   const bool trim_set = mallopt(M_TRIM_THRESHOLD, static_cast<int>(kMallocTrimThreshold)) == 1;
-  return mmap_set && trim_set;
+  return tuning_outcome = mmap_set && trim_set ? MallocTuning::kSet : MallocTuning::kRefused;
+}
+
+MallocTuning malloc_tuning_outcome() {
+  return tuning_outcome;
 }
 
 }  // namespace bigbatch

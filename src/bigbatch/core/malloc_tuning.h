@@ -2,7 +2,8 @@
 // same sizes at every micro-batch; with glibc's defaults, blocks above the (dynamic) mmap
 // threshold are mapped and unmapped, and free memory at the top of the heap is returned to the
 // kernel, so the next micro-batch page-faults the same memory in again, zeroed. Measured in
-// docs/BENCHMARKS.md, "What was fixed: page faults of freed tensor memory".
+// docs/BENCHMARKS.md, "What was fixed: page faults of freed tensor memory". Where another
+// allocator serves malloc (mimalloc, linked into the bigbatch executable), nothing is set.
 #pragma once
 
 #include <cstddef>
@@ -24,9 +25,21 @@ bool malloc_tuning_wanted(const std::optional<std::string>& glibc_tunables,
                           const std::optional<std::string>& mmap_threshold_env,
                           const std::optional<std::string>& trim_threshold_env);
 
-/// Sets M_MMAP_THRESHOLD and M_TRIM_THRESHOLD to the values above when malloc_tuning_wanted for
-/// this process's environment; returns whether it did. Call first in main(), before large
-/// allocations.
-bool tune_malloc_for_training();
+/// What tune_malloc_for_training did.
+enum class MallocTuning {
+  kNotRun,        ///< not called in this process (a program that uses the bigbatch library)
+  kSet,           ///< glibc's thresholds set to the values above
+  kUserSettings,  ///< the user chose malloc settings: kept
+  kNotGlibc,      ///< another allocator serves malloc (mimalloc in the bigbatch executable)
+  kRefused,       ///< glibc refused the values
+};
+
+/// Sets M_MMAP_THRESHOLD and M_TRIM_THRESHOLD to the values above when glibc serves malloc and
+/// malloc_tuning_wanted for this process's environment; says what it did. Call first in main(),
+/// before large allocations.
+MallocTuning tune_malloc_for_training();
+
+/// What tune_malloc_for_training did in this process (kNotRun before it is called).
+MallocTuning malloc_tuning_outcome();
 
 }  // namespace bigbatch

@@ -1,0 +1,19 @@
+// Which loaded shared object provides a symbol to this process, as the dynamic loader resolves it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace bigbatch {
+
+/// A shared object loaded into this process.
+struct LoadedLibrary {
+  std::string path;      ///< as loaded (dladdr's dli_fname)
+  std::string resolved;  ///< that path with symbolic links resolved (the path where that fails)
+};
+
+/// The object whose definition of `symbol` every library in the process calls: the first in the
+/// loader's global search order (dlsym(RTLD_DEFAULT) + dladdr). nullopt where none defines it.
+std::optional<LoadedLibrary> library_providing(const char* symbol);
+
+}  // namespace bigbatch

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include "bigbatch/core/system_info.h"
 
 namespace bigbatch {
 namespace {
@@ -21,17 +21,13 @@ TEST(MallocTuning, TheThresholdsAreOnesGlibcAccepts) {
   EXPECT_GE(kMallocTrimThreshold, kMallocMmapThreshold);
 }
 
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-}
-
 // The test executables run on glibc's malloc: the thresholds are set unless this process's
 // environment holds malloc settings, and the outcome is remembered for `bigbatch doctor`.
 TEST(MallocTuning, SetsGlibcsThresholdsAndRemembersWhatItDid) {
   const MallocTuning outcome = tune_malloc_for_training();
-  const bool wanted = malloc_tuning_wanted(env("GLIBC_TUNABLES"), env("MALLOC_MMAP_THRESHOLD_"),
-                                           env("MALLOC_TRIM_THRESHOLD_"));
+  const bool wanted = malloc_tuning_wanted(environment_variable("GLIBC_TUNABLES"),
+                                           environment_variable("MALLOC_MMAP_THRESHOLD_"),
+                                           environment_variable("MALLOC_TRIM_THRESHOLD_"));
   EXPECT_EQ(outcome, wanted ? MallocTuning::kSet : MallocTuning::kUserSettings);
   EXPECT_EQ(malloc_tuning_outcome(), outcome);
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -44,6 +45,16 @@ TEST(SystemInfo, ThisMachinesProcFilesParse) {
   EXPECT_FALSE(parse_cpu_flags(cpuinfo.str()).empty());
   EXPECT_EQ(this_cpu_flags(), parse_cpu_flags(cpuinfo.str()));
   EXPECT_EQ(&this_cpu_flags(), &this_cpu_flags());  // read once
+}
+
+TEST(SystemInfo, EnvironmentVariablesTellUnsetFromEmpty) {
+  ::unsetenv("BIGBATCH_TEST_VARIABLE");
+  EXPECT_FALSE(environment_variable("BIGBATCH_TEST_VARIABLE").has_value());
+  ::setenv("BIGBATCH_TEST_VARIABLE", "", 1);
+  EXPECT_EQ(environment_variable("BIGBATCH_TEST_VARIABLE"), std::optional<std::string>(""));
+  ::setenv("BIGBATCH_TEST_VARIABLE", "SkylakeX", 1);
+  EXPECT_EQ(environment_variable("BIGBATCH_TEST_VARIABLE"), std::optional<std::string>("SkylakeX"));
+  ::unsetenv("BIGBATCH_TEST_VARIABLE");
 }
 
 }  // namespace

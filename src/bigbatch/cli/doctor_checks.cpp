@@ -55,8 +55,7 @@ bool nvidia_gpu_on_pci() {
 }
 
 std::string env_or(const char* name, const std::string& otherwise) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::string(value) : otherwise;
+  return environment_variable(name).value_or(otherwise);
 }
 
 /// "x86_64-linux-gnu" from "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3".

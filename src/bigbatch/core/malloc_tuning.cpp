@@ -2,19 +2,13 @@
 
 #include <malloc.h>
 
-#include <cstdlib>
-
 #include "bigbatch/core/malloc_library.h"
+#include "bigbatch/core/system_info.h"
 
 namespace bigbatch {
 namespace {
 
 MallocTuning tuning_outcome = MallocTuning::kNotRun;
-
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-}
 
 }  // namespace
 
@@ -29,8 +23,9 @@ bool malloc_tuning_wanted(const std::optional<std::string>& glibc_tunables,
 MallocTuning tune_malloc_for_training() {
   if (malloc_kind() != MallocKind::kGlibc)
     return tuning_outcome = MallocTuning::kNotGlibc;
-  if (!malloc_tuning_wanted(env("GLIBC_TUNABLES"), env("MALLOC_MMAP_THRESHOLD_"),
-                            env("MALLOC_TRIM_THRESHOLD_")))
+  if (!malloc_tuning_wanted(environment_variable("GLIBC_TUNABLES"),
+                            environment_variable("MALLOC_MMAP_THRESHOLD_"),
+                            environment_variable("MALLOC_TRIM_THRESHOLD_")))
     return tuning_outcome = MallocTuning::kUserSettings;
   const bool mmap_set = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMallocMmapThreshold)) == 1;
   const bool trim_set = mallopt(M_TRIM_THRESHOLD, static_cast<int>(kMallocTrimThreshold)) == 1;

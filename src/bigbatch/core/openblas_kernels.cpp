@@ -12,11 +12,6 @@
 namespace bigbatch {
 namespace {
 
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-}
-
 /// openblas_get_corename(), looked up at run time (LibTorch's BLAS is not always OpenBLAS).
 std::string loaded_openblas_core() {
   using GetString = char* (*)();
@@ -49,8 +44,8 @@ std::string openblas_coretype_to_set(const OpenBlasKernelFacts& facts) {
 
 OpenBlasKernelFacts openblas_kernel_facts() {
   OpenBlasKernelFacts facts;
-  facts.coretype_env = env("OPENBLAS_CORETYPE");
-  facts.restarted = env(kOpenBlasRestartVariable).has_value();
+  facts.coretype_env = environment_variable("OPENBLAS_CORETYPE");
+  facts.restarted = environment_variable(kOpenBlasRestartVariable).has_value();
   facts.core = loaded_openblas_core();
   if (is_pre_avx2_core(facts.core))  // only then do the flags matter
     facts.cpu_flags = this_cpu_flags();
@@ -70,10 +65,10 @@ void fit_openblas_kernels(char** argv) {
 }
 
 std::string describe_openblas_coretype() {
-  const std::optional<std::string> coretype = env("OPENBLAS_CORETYPE");
+  const std::optional<std::string> coretype = environment_variable("OPENBLAS_CORETYPE");
   if (!coretype.has_value())
     return "OPENBLAS_CORETYPE unset";
-  const std::optional<std::string> before = env(kOpenBlasRestartVariable);
+  const std::optional<std::string> before = environment_variable(kOpenBlasRestartVariable);
   if (before.has_value()) {
     return "OPENBLAS_CORETYPE=" + *coretype + " set by bigbatch at start (OpenBLAS chose " +
            *before + " kernels for this CPU; a value set in the environment is kept)";

@@ -1,5 +1,6 @@
 #include "bigbatch/core/system_info.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -69,6 +70,11 @@ const std::string& this_cpu_vendor() {
 
 MemoryInfo parse_meminfo(std::string_view meminfo) {
   return {kilobytes(meminfo, "MemTotal"), kilobytes(meminfo, "MemAvailable")};
+}
+
+std::optional<std::string> environment_variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
 }
 
 }  // namespace bigbatch

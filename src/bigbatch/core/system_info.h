@@ -1,7 +1,9 @@
-// Facts about the machine from Linux's /proc files, parsed from their text.
+// Facts about the machine from Linux's /proc files, parsed from their text, and the process's
+// environment variables.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -35,5 +37,8 @@ struct MemoryInfo {
 
 /// Reads MemTotal and MemAvailable (kB) from /proc/meminfo's text; 0 for a missing field.
 MemoryInfo parse_meminfo(std::string_view meminfo);
+
+/// The value of environment variable `name` (possibly empty); nullopt where it is unset.
+std::optional<std::string> environment_variable(const char* name);
 
 }  // namespace bigbatch

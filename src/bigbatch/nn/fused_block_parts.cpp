@@ -102,6 +102,11 @@ WeightProduct weight_product_operands(const Tensor& grad, const Tensor& input,
 
 namespace {
 
+/// operands.a @ operands.b laid out as the weight's gradient (O, I).
+Tensor oriented_weight_grad(const WeightProduct& operands, const Tensor& product) {
+  return operands.transposed ? transposed_copy(product) : product;
+}
+
 /// A weight's gradient (O, I) from its product, in `dtype`; undefined where add_to_weight_grad
 /// has taken it.
 Tensor weight_grad_in_dtype(const Tensor& grad, torch::ScalarType dtype, const Tensor& weight) {
@@ -114,8 +119,7 @@ Tensor weight_grad_in_dtype(const Tensor& grad, torch::ScalarType dtype, const T
 
 Tensor weight_grad_from_product(const WeightProduct& operands, const Tensor& product,
                                 torch::ScalarType dtype, const Tensor& weight) {
-  const Tensor grad = operands.transposed ? transposed_copy(product) : product;  // (O, I)
-  return weight_grad_in_dtype(grad, dtype, weight);
+  return weight_grad_in_dtype(oriented_weight_grad(operands, product), dtype, weight);
 }
 
 std::vector<Tensor> stacked_weight_grads(const std::vector<bool>& wanted, const Tensor& grad,
@@ -127,8 +131,7 @@ std::vector<Tensor> stacked_weight_grads(const std::vector<bool>& wanted, const 
   if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; }))
     return grads;
   const WeightProduct operands = weight_product_operands(grad, input);
-  const Tensor product = gemm(operands.a, operands.b);
-  const Tensor stacked = operands.transposed ? transposed_copy(product) : product;  // (O, I)
+  const Tensor stacked = oriented_weight_grad(operands, gemm(operands.a, operands.b));  // (O, I)
   int64_t row = 0;
   for (size_t k = 0; k < weights.size(); ++k) {
     const int64_t rows = weights[k].size(0);

@@ -48,6 +48,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from data_order import epoch_permutation
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER_DIR = os.path.join(REPO, "tests", "hf", "tiny-llama")  # llama3-style byte-level BPE
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -548,44 +550,6 @@ def in_process(run):
 
 # ---------------------------------------------------------------------------------------------
 # bigbatch, through its CLI
-
-
-def mt19937_64(seed):
-    """std::mt19937_64's output stream for `seed` (the C++ standard's parameters)."""
-    n, m, mask = 312, 156, (1 << 64) - 1
-    state = [seed & mask]
-    for i in range(1, n):
-        state.append((6364136223846793005 * (state[-1] ^ (state[-1] >> 62)) + i) & mask)
-    index = n
-    while True:
-        if index == n:
-            for i in range(n):
-                x = (state[i] & 0xFFFFFFFF80000000) | (state[(i + 1) % n] & 0x7FFFFFFF)
-                state[i] = state[(i + m) % n] ^ (x >> 1) ^ (0xB5026F5AA96619E9 if x & 1 else 0)
-            index = 0
-        y = state[index]
-        index += 1
-        y ^= (y >> 29) & 0x5555555555555555
-        y ^= (y << 17) & 0x71D67FFFEDA60000
-        y ^= (y << 37) & 0xFFF7EEE000000000
-        y ^= y >> 43
-        yield y & mask
-
-
-def epoch_permutation(n, seed, epoch):
-    """bigbatch's data::epoch_permutation (src/bigbatch/data/shuffle.cpp): the order its
-    WindowSampler draws the training set in."""
-    draws = mt19937_64(seed ^ ((0x9E3779B97F4A7C15 * (epoch + 1)) & ((1 << 64) - 1)))
-    order = list(range(n))
-    for i in range(n - 1, 0, -1):
-        bound = i + 1
-        threshold = ((1 << 64) - bound) % bound
-        raw = next(draws)
-        while raw < threshold:
-            raw = next(draws)
-        j = raw % bound
-        order[i], order[j] = order[j], order[i]
-    return order
 
 
 def bigbatch_settings(case, context, data_path, run_dir, steps):

@@ -43,6 +43,7 @@ import gc
 import json
 import math
 import os
+import shutil
 import sys
 import time
 import warnings
@@ -52,6 +53,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import bigbatch_torch  # noqa: E402  (the models, after the path is set)
+import data_order  # noqa: E402  (bench/, this file's directory)
 
 FORTUNES = "/usr/share/games/fortunes"
 FASHION = "/usr/share/datasets/fashion-mnist"
@@ -61,7 +63,8 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 
 def read_corpus(path, val_fraction=0.1, split_block=4096):
     """data::TextCorpus: a file, or a directory's regular non-symlink files not ending in .dat in
-    file-name order, concatenated; every period-th block of split_block bytes is validation."""
+    file-name order, concatenated; every period-th block of split_block bytes is validation (the
+    blocks shrink to len // period bytes where there would be fewer than period of them)."""
     if os.path.isdir(path):
         names = sorted(n for n in os.listdir(path)
                        if not n.endswith(".dat") and os.path.isfile(os.path.join(path, n))
@@ -69,27 +72,38 @@ def read_corpus(path, val_fraction=0.1, split_block=4096):
         data = b"".join(open(os.path.join(path, n), "rb").read() for n in names)
     else:
         data = open(path, "rb").read()
-    period = max(2, round(1.0 / val_fraction))
-    blocks = [data[i:i + split_block] for i in range(0, len(data), split_block)]
+    period = max(2, math.floor(1.0 / val_fraction + 0.5))
+    block = split_block
+    if (len(data) + block - 1) // block < period:
+        block = max(1, len(data) // period)
+    blocks = [data[i:i + block] for i in range(0, len(data), block)]
     train = b"".join(b for i, b in enumerate(blocks) if i % period != period - 1)
     val = b"".join(b for i, b in enumerate(blocks) if i % period == period - 1)
-    return (torch.frombuffer(bytearray(train), dtype=torch.uint8),
-            torch.frombuffer(bytearray(val), dtype=torch.uint8))
+    return tuple(torch.frombuffer(bytearray(part), dtype=torch.uint8) if part
+                 else torch.empty(0, dtype=torch.uint8) for part in (train, val))
 
 
 class Sequences:
-    """data::SequenceDataset: sample i is bytes [i*T, i*T + T], inputs the first T, targets the
-    last T (the final partial sample is left out: one sample of tens of thousands)."""
+    """data::SequenceDataset: sample i covers bytes [i*T, i*T + T], inputs the first T, targets
+    the last T; (n - 2) // T + 1 samples of n bytes, the last one's positions past the end with
+    input 0 and target -100 (ignored), as data::next_token_batch cuts them."""
 
     def __init__(self, corpus, context):
         self.data, self.val = corpus  # bigbatch keeps both splits (in std::vectors, not tensors)
         self.context = context
-        self.size = (self.data.numel() - 1) // context
+        self.size = (self.data.numel() - 2) // context + 1
         self.offsets = torch.arange(context + 1)
 
     def get(self, indices):  # -> inputs (B, T), targets (B, T) int64, tokens counted
-        rows = self.data[indices.view(-1, 1) * self.context + self.offsets].long()  # (B, T + 1)
-        return rows[:, :-1], rows[:, 1:], rows.shape[0] * self.context
+        positions = indices.view(-1, 1) * self.context + self.offsets  # (B, T + 1)
+        last = self.data.numel() - 1
+        rows = self.data[positions.clamp(max=last)].long()  # (B, T + 1)
+        inputs, targets = rows[:, :-1], rows[:, 1:]
+        past = positions[:, 1:] > last  # (B, T): no next byte there
+        if past.any():
+            inputs, targets = inputs.masked_fill(past, 0), targets.masked_fill(past, -100)
+            return inputs, targets, int(targets.ne(-100).sum())
+        return inputs, targets, rows.shape[0] * self.context
 
 
 class Contexts:
@@ -152,6 +166,29 @@ def build_job(kind, args):
                                                  args.seed)
         return model, data, lambda m: adamw(m, lr=args.lr), 1.0, token_loss
     raise SystemExit(f"unknown model {kind!r}: gpt, mlp, resnet or hf")
+
+
+def load_initial(model, args):
+    """--init-from: the built-in model's parameters and buffers from a safetensors state_dict,
+    every one of them (load_state_dict's strict check names what is missing or extra)."""
+    if args.model == "hf":
+        sys.exit("peer.py: --init-from is for the built-in models; an hf model starts from "
+                 "--hf-model's weights (--save-initial writes such a directory)")
+    try:
+        state, _ = bigbatch_torch.read_safetensors(args.init_from)
+        model.load_state_dict(state, strict=True)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        sys.exit(f"peer.py: --init-from {args.init_from}: {error}")
+
+
+def save_initial(model, args):
+    """--save-initial: the model as it starts, for bigbatch and the other peers to start from."""
+    if args.model == "hf":
+        shutil.copytree(args.hf_model, args.save_initial, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.index.json"))
+        model.hf.save_pretrained(args.save_initial, safe_serialization=True)
+        return
+    bigbatch_torch.write_safetensors(args.save_initial, model.state_dict(), {"format": "pt"})
 
 
 def decay_groups(model, weight_decay):
@@ -387,19 +424,18 @@ class LossOf(torch.nn.Module):
         return micro_loss(self.model, inputs, targets, count)[0]
 
 
-class Windows:
-    """The sample order: a random permutation of the data set, global_batch samples per window, a
-    new permutation when fewer than global_batch remain."""
-
-    def __init__(self, size, global_batch):
-        self.size, self.global_batch = size, global_batch
-        self.order, self.position = torch.randperm(size), 0
+class Windows(data_order.WindowSampler):
+    """The sample order: bigbatch's (data_order.WindowSampler for train.seed = --seed), so that
+    every side trains on the same windows. Full windows only: the loops here and the trainers
+    split every window into global_batch / micro_batch micro-batches, so a run that would reach
+    an epoch's short last window stops with an error instead."""
 
     def next(self):  # -> the next window's sample indices
-        if self.position + self.global_batch > self.size:
-            self.order, self.position = torch.randperm(self.size), 0
-        window = self.order[self.position:self.position + self.global_batch]
-        self.position += self.global_batch
+        window = super().next()
+        if window.numel() < self.global_batch:
+            raise SystemExit(f"peer.py: the next window is epoch {self.epoch}'s last, of "
+                             f"{window.numel()} samples, not {self.global_batch}: the peers run "
+                             f"full windows only (use fewer --steps)")
         return window
 
 
@@ -439,7 +475,17 @@ def make_parser():
     parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads; 0 = leave as the environment set it")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1,
+                        help="bigbatch's train.seed: the sample order, and the model's "
+                             "initialisation unless --init-from")
+    parser.add_argument("--init-from",
+                        help="a safetensors file of the built-in model's state_dict (bigbatch's "
+                             "model.init_from) to start from instead of a fresh initialisation")
+    parser.add_argument("--save-initial",
+                        help="write the model's initial weights here and train nothing: the "
+                             "built-in models' state_dict as safetensors (for --init-from and "
+                             "model.init_from), an hf model as a model directory (for "
+                             "--hf-model and model.path; the tokenizer's files copied)")
     parser.add_argument("--no-memory", action="store_true", help="skip the profiled window")
     parser.add_argument("--out", default="-", help="JSON lines (default: stdout)")
     parser.add_argument("--gemm-peak", action="store_true",
@@ -470,6 +516,8 @@ def setup(args):
         bigbatch_torch.multi_head_attention = fused_causal_attention
     torch.manual_seed(args.seed)
     model, data, make_optimizer, max_grad_norm, token_loss = build_job(args.model, args)
+    if args.init_from:
+        load_initial(model, args)
     if cuda:  # initialised on the CPU, as there, then moved
         model.to(device)
         move_data(data, device)
@@ -477,7 +525,7 @@ def setup(args):
     optimizer = make_optimizer(model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.steps))
     params = [p for p in model.parameters() if p.requires_grad]
-    windows = Windows(data.size, args.global_batch)
+    windows = Windows(data.size, args.global_batch, args.seed)
     out = sys.stdout if args.out == "-" else open(args.out, "w")
 
     def emit(record):
@@ -654,6 +702,10 @@ def main():
         torch.set_num_threads(args.threads)
     if args.gemm_peak:
         print(json.dumps(gemm_peak()))
+        return
+    if args.save_initial:
+        torch.manual_seed(args.seed)
+        save_initial(build_job(args.model, args)[0], args)
         return
     job = setup(args)
     if args.loop not in TRAINER_MODULES:

@@ -58,6 +58,32 @@ def read_safetensors(path):
     return tensors, metadata
 
 
+def write_safetensors(path, tensors, metadata=None):
+    """Writes `tensors` (name -> tensor, in that order) and `metadata` (str -> str) as a
+    safetensors file: the layout read_safetensors reads, the header padded with spaces to a
+    multiple of 8 bytes as the safetensors package writes it."""
+    codes = {dtype: code for code, dtype in DTYPES.items()}
+    header, blobs, offset = OrderedDict(), [], 0
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    for name, tensor in tensors.items():
+        if tensor.dtype not in codes:
+            raise ValueError(f"{path}: tensor {name!r} has dtype {tensor.dtype}, which "
+                             f"write_safetensors does not write")
+        blob = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": codes[tensor.dtype], "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
 # --- shared pieces (models/transformer_parts) --------------------------------------------------
 
 def maybe_dropout(x, p, training):

@@ -16,7 +16,7 @@ src/bigbatch/job/hf_workload.cpp does:
   data::TokenClassificationDataset); a per-sample loss.
 
 The held-out documents (per class for the classifier) are bigbatch's: round(val_fraction x n) of
-them drawn with its seeded permutation (bench/accumulation_correctness.py's copy of
+them drawn with its seeded permutation (bench/data_order.py's copy of
 data::epoch_permutation), so the training samples are the ones bigbatch trains on. The model is
 transformers' `from_pretrained` of the directory (a classifier's head fresh, from torch's
 generator as seeded by peer.py, when the checkpoint has none or one of another number of
@@ -27,7 +27,7 @@ import os
 
 import torch
 
-from accumulation_correctness import epoch_permutation
+from data_order import epoch_permutation
 
 IGNORE_INDEX = -100
 CLASSIFIER_TYPES = ("bert",)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +36,17 @@ inline Result run_shell(const std::string& shell_command) {
 /// Runs `bigbatch ARGUMENTS` (the binary under test, BIGBATCH_CLI_PATH) through the shell.
 inline Result run(const std::string& arguments) {
   return run_shell(std::string(BIGBATCH_CLI_PATH) + " " + arguments);
+}
+
+/// Why the build's Python (BIGBATCH_TEST_PYTHON) cannot run the tests' Python side, for
+/// GTEST_SKIP: it is missing, or it cannot import torch. Empty when it can.
+inline std::string test_python_unusable() {
+  const std::string python = BIGBATCH_TEST_PYTHON;
+  if (::access(python.c_str(), X_OK) != 0)
+    return python + " is missing (run scripts/setup, or set -DBIGBATCH_PYTHON)";
+  if (run_shell(python + " -c 'import torch'").exit_code != 0)
+    return python + " cannot import torch (run scripts/setup, or set -DBIGBATCH_PYTHON)";
+  return "";
 }
 
 /// Settings of a tiny GPT that trains a step in well under a second on the small corpus: global

@@ -1,7 +1,6 @@
 // `bigbatch export RUN_DIR`: a trained run's checkpoint leaves bigbatch as safetensors + spec,
 // loads back bitwise, runs in Python PyTorch with the same logits, and feeds generate / predict.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -74,11 +73,10 @@ TEST_F(ExportCommand, ATrainedResnetGivesTheSameLogitsInPythonAndPredictLabelsIm
       "predict " + out + " --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
   EXPECT_EQ(predicted.exit_code, 0) << predicted.output.substr(0, 2000);
 
+  const std::string unusable = test_python_unusable();
+  if (!unusable.empty())
+    GTEST_SKIP() << unusable;
   const std::string python = BIGBATCH_TEST_PYTHON;
-  if (::access(python.c_str(), X_OK) != 0 ||
-      run_shell(python + " -c 'import torch'").exit_code != 0)
-    GTEST_SKIP() << python
-                 << " with torch is missing (run scripts/setup, or set -DBIGBATCH_PYTHON)";
   const torch::Tensor inputs = testing::sample_inputs(exported.spec, 8, 5);  // (8, 1, 28, 28)
   torch::Tensor logits;
   {
@@ -112,6 +110,33 @@ TEST_F(ExportCommand, ARunWithoutCheckpointsOrABadCheckpointIsAClearError) {
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find(path("nowhere") + " is not a directory"), std::string::npos)
       << missing.output;
+}
+
+TEST_F(ExportCommand, AnExportIsWhereANewRunCanStartAndAMissingOneStopsItEarly) {
+  const std::string run_dir = train_gpt("gpt");
+  const std::string out = path("gpt.safetensors");
+  ASSERT_EQ(run("export " + run_dir + " --out " + out).exit_code, 0);
+  const std::string corpus = path("corpus.txt");
+  const std::string settings = "-s data.path='" + corpus + "' " + tiny_gpt_settings();
+  const Result started = run("train " + settings + " -s train.steps=1 -s model.init_from=" + out +
+                             " --run-dir " + path("continued"));
+  ASSERT_EQ(started.exit_code, 0) << started.output;
+  EXPECT_NE(started.output.find("init_from"), std::string::npos) << started.output;
+  EXPECT_NE(started.output.find(out), std::string::npos) << started.output;
+
+  const Result missing = run("train " + settings + " -s train.steps=1 -s model.init_from=" +
+                             path("nowhere.safetensors") + " --run-dir " + path("never"));
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find(path("nowhere.safetensors")), std::string::npos) << missing.output;
+  EXPECT_FALSE(fs::exists(path("never")));
+
+  const Result wider = run("train " + settings + " -s gpt.embed=32 -s train.steps=1 " +
+                           "-s model.init_from=" + out + " --run-dir " + path("wider"));
+  EXPECT_EQ(wider.exit_code, 2) << wider.output;
+  EXPECT_NE(wider.output.find("has shape [256, 16], the gpt model needs [256, 32]"),
+            std::string::npos)
+      << wider.output;
+  EXPECT_FALSE(fs::exists(path("wider")));
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 // the export and compares (max abs difference <= 1e-5). Skipped, saying so, where the build's
 // Python (BIGBATCH_PYTHON, set by scripts/setup) or its torch module is missing.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include "bigbatch/io/safetensors.h"
 #include "bigbatch/models/model_export.h"
@@ -20,11 +19,9 @@ const char* kPython = BIGBATCH_TEST_PYTHON;
 class ExportRoundTrip : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(kPython, X_OK) != 0)
-      GTEST_SKIP() << kPython << " is missing (run scripts/setup, or set -DBIGBATCH_PYTHON)";
-    if (run_shell(std::string(kPython) + " -c 'import torch'").exit_code != 0)
-      GTEST_SKIP() << kPython
-                   << " cannot import torch (run scripts/setup, or set -DBIGBATCH_PYTHON)";
+    const std::string unusable = test_python_unusable();
+    if (!unusable.empty())
+      GTEST_SKIP() << unusable;
   }
 
   /// Exports a trained model of `spec`, writes its logits for fixed inputs and runs the Python

@@ -17,6 +17,7 @@
 #include "bigbatch/io/safetensors.h"
 #include "cli/checkpoint_tensors.h"
 #include "cli/cli_support.h"
+#include "cli/run_records.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
@@ -32,27 +33,6 @@ std::string hf_settings(const std::string& model) {
   return "-s model.kind=hf -s model.path=" + kHf + model +
          " -s hf.context=24 -s batch.global_batch=8 -s batch.micro_batch=4 -s train.threads=1 "
          "-s train.blas_threads=1 -s sample.bytes=0 -s train.eval_samples=64 ";
-}
-
-/// The records of one type ("eval", "step") of a metrics.jsonl.
-std::vector<nlohmann::json> records(const std::string& run_dir, const std::string& type) {
-  std::vector<nlohmann::json> found;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto record = nlohmann::json::parse(line);
-    if (record.value("type", "") == type)
-      found.push_back(record);
-  }
-  return found;
-}
-
-/// The losses of a run's windows, in order.
-std::vector<double> window_losses(const std::string& run_dir) {
-  std::vector<double> losses;
-  for (const nlohmann::json& step : records(run_dir, "window"))
-    losses.push_back(step["loss"].get<double>());
-  return losses;
 }
 
 TEST(HfTrainCommand, TheTinyBertClassifiesFoldersOfTextsWithAFreshHead) {
@@ -379,6 +359,9 @@ TEST(HfTrainCommand, BadModelDirectoriesAndSettingsExitWith2AndWriteNothing) {
                  "train.concurrent_micro_batches = 2 needs a model without dropout: " + kHf +
                      "tiny-gpt2/config.json has embd_pdrop 0.1, attn_pdrop 0.1, resid_pdrop 0.1");
   expect_refused("-s model.kind=hf", "model.kind = \"hf\" needs model.path");
+  expect_refused(model(kHf + "tiny-gpt2") + "-s model.init_from=/elsewhere/model.safetensors",
+                 "model.init_from is for the built-in models; model.kind = \"hf\" starts from "
+                 "the weights in model.path");
   expect_refused(model((dir.path() / "nowhere").string()), "nowhere");
   expect_refused(model(kHf + "tiny-gpt2") + "-s adapter.base_dtype=bfloat16",
                  "adapter.base_dtype = \"bfloat16\" stores frozen weights, which only "

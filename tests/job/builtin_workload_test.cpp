@@ -160,5 +160,43 @@ TEST(BuiltinWorkload, BuildsTheSpecsModel) {
   EXPECT_EQ(gpt_workload.positions_per_sample, 0);  // its attention_keys count instead
 }
 
+TEST(BuiltinWorkload, StartsFromTheWeightsOfInitFromWhateverTheSeed) {
+  testing::TempDir dir;
+  const std::string corpus = small_corpus();
+  job::LoadedData text;
+  text.corpus = std::make_shared<data::TextCorpus>(
+      data::TextCorpus::from_bytes(std::vector<uint8_t>(corpus.begin(), corpus.end())));
+  cli::TrainConfig config = config_with({"gpt.layers=2", "gpt.embed=32"});
+  torch::manual_seed(1);
+  const job::Workload source = job::build_builtin_workload(config.model, text, job::PassSite());
+  const std::string file = (dir.path() / "init.safetensors").string();
+  models::export_model(*source.module, models::spec_from_json(source.model_spec, "the workload"),
+                       file);
+
+  config.model.init_from = file;
+  torch::manual_seed(2);
+  const job::Workload started = job::build_builtin_workload(config.model, text, job::PassSite());
+  const auto expected = models::state_tensors(*source.module);
+  const auto found = models::state_tensors(*started.module);
+  ASSERT_EQ(found.size(), expected.size());
+  for (size_t i = 0; i < found.size(); ++i)
+    EXPECT_TRUE(torch::equal(found[i].second, expected[i].second)) << found[i].first;
+  // The generator moved on as a fresh initialisation would move it (dropout draws the same).
+  const torch::Tensor after_init_from = torch::rand({4});
+  torch::manual_seed(2);
+  job::build_builtin_workload(config_with({"gpt.layers=2", "gpt.embed=32"}).model, text,
+                              job::PassSite());
+  EXPECT_TRUE(torch::equal(torch::rand({4}), after_init_from));
+
+  // A file of another architecture names what does not fit.
+  config.model.gpt.embed(16);
+  const std::string message = testing::input_error_of(
+      [&] { job::build_builtin_workload(config.model, text, job::PassSite()); });
+  EXPECT_NE(message.find(file + ": tensor \"tok_embed.weight\" has shape [256, 32], the gpt "
+                                "model needs [256, 16]"),
+            std::string::npos)
+      << message;
+}
+
 }  // namespace
 }  // namespace bigbatch

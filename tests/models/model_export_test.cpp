@@ -216,5 +216,64 @@ TEST_F(ModelExport, FilesWithoutAValidSpecAreNotExports) {
       << message;
 }
 
+TEST_F(ModelExport, LoadWeightsSetsEveryTensorOfAFreshModelFromAnExportOrAStateDict) {
+  const models::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+  const models::BuiltModel trained = testing::trained_model(spec, 3);
+  const io::Safetensors file = exported_resnet(path("model.safetensors"));
+  // A state_dict saved by safetensors: the tensors alone, no spec; floats in float64.
+  std::vector<io::NamedTensor> widened = file.tensors;
+  for (auto& [name, tensor] : widened)
+    if (tensor.is_floating_point())
+      tensor = tensor.to(torch::kFloat64);
+  const std::string state_dict = path("state_dict.safetensors");
+  io::write_safetensors(state_dict, widened, {{"format", "pt"}});
+  for (const std::string& source : {path("model.safetensors"), state_dict}) {
+    torch::manual_seed(99);
+    const models::BuiltModel fresh = models::build_model(spec);
+    models::load_weights(*fresh.module, spec, source);
+    const auto expected = models::state_tensors(*trained.module);
+    const auto found = models::state_tensors(*fresh.module);
+    ASSERT_EQ(found.size(), expected.size());
+    for (size_t i = 0; i < found.size(); ++i) {
+      EXPECT_EQ(found[i].second.scalar_type(), expected[i].second.scalar_type());
+      EXPECT_TRUE(torch::equal(found[i].second, expected[i].second))
+          << source << ": " << found[i].first;
+      EXPECT_EQ(found[i].second.requires_grad(), expected[i].second.requires_grad());
+    }
+  }
+}
+
+TEST_F(ModelExport, LoadWeightsCopiesNothingFromAFileThatDoesNotFit) {
+  const models::ModelSpec spec = testing::small_spec(ModelKind::kResnet);
+  const io::Safetensors file = exported_resnet(path("model.safetensors"));
+  std::vector<io::NamedTensor> tensors = file.tensors;
+  tensors.erase(tensors.begin() + 3);  // stem_norm.running_mean
+  const std::string broken = path("broken.safetensors");
+  io::write_safetensors(broken, tensors, {{"format", "pt"}});
+  torch::manual_seed(5);
+  const models::BuiltModel fresh = models::build_model(spec);
+  const torch::Tensor before = fresh.module->named_parameters()["stem_conv.weight"].clone();
+  std::string message =
+      testing::input_error_of([&] { models::load_weights(*fresh.module, spec, broken); });
+  EXPECT_NE(message.find(broken + ": 1 tensor(s) the resnet model needs are missing: "
+                                  "\"stem_norm.running_mean\""),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(torch::equal(fresh.module->named_parameters()["stem_conv.weight"], before));
+  // Counters are not floats: their dtype must be the model's.
+  tensors = file.tensors;
+  for (auto& [name, tensor] : tensors)
+    if (name == "stem_norm.num_batches_tracked")
+      tensor = tensor.to(torch::kFloat32);
+  io::write_safetensors(broken, tensors, {{"format", "pt"}});
+  message = testing::input_error_of([&] { models::load_weights(*fresh.module, spec, broken); });
+  EXPECT_NE(message.find("has dtype float, the resnet model needs long"), std::string::npos)
+      << message;
+  EXPECT_TRUE(torch::equal(fresh.module->named_parameters()["stem_conv.weight"], before));
+  message = testing::input_error_of(
+      [&] { models::load_weights(*fresh.module, spec, path("absent.safetensors")); });
+  EXPECT_NE(message.find(path("absent.safetensors")), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace bigbatch

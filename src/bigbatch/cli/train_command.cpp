@@ -40,11 +40,14 @@ int run_train(const TrainCommandOptions& options, std::ostream& terminal) {
     return cat("bigbatch train ", world_size > 1 ? cat("--nproc ", world_size, " ") : "",
                "--resume ", run_dir);
   };
-  job::TrainingJob training(job_options, [&config] {
+  job::BuiltinModelOptions model = config.model;
+  if (!start.resume_dir.empty())
+    model.init_from.clear();  // a resumed run's weights come from its checkpoint
+  job::TrainingJob training(job_options, [&config, &model] {
     if (config.hf)
       return job::build_hf_workload(*config.hf);
-    return job::build_builtin_workload(
-        config.model, job::load_builtin_data(config.model.kind, config.data), pass_site_of(config));
+    return job::build_builtin_workload(model, job::load_builtin_data(model.kind, config.data),
+                                       pass_site_of(config));
   });
   return training.run(terminal).exit_code;
 }

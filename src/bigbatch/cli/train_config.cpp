@@ -171,6 +171,14 @@ void read_models(ConfigReader& c, TrainConfig& t) {
   } catch (const InputError& error) {
     throw InputError(cat(c.source(), ": ", with_config_keys(error.what())));
   }
+  t.model.init_from = c.get_string(
+      "model.init_from", "",
+      "built-in models: a safetensors file of every parameter and buffer under its PyTorch name "
+      "(bigbatch export's MODEL.safetensors, or a state_dict saved with safetensors) that "
+      "training starts from; empty = a fresh initialisation from train.seed");
+  BB_CHECK_INPUT(!t.hf || t.model.init_from.empty(), c.where("model.init_from"),
+                 ": model.init_from is for the built-in models; model.kind = \"hf\" starts from "
+                 "the weights in model.path (bigbatch export --format hf writes such a directory)");
   read_block_models(c, t);
   t.model.gpt
       .context(c.get_int("gpt.context", t.model.gpt.context(), "bytes of context the model sees"))

@@ -5,6 +5,7 @@
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/data/sequence_dataset.h"
 #include "bigbatch/job/concurrency_choice.h"
+#include "bigbatch/models/model_export.h"
 #include "bigbatch/nn/norm.h"
 
 namespace bigbatch::job {
@@ -102,6 +103,9 @@ void add_classifier_data(const BuiltinModelOptions& options, const models::Model
 std::function<void(Table&, const engine::Plan&)> model_rows(const BuiltinModelOptions& options,
                                                             int64_t batch_norms) {
   return [options, batch_norms](Table& table, const engine::Plan& plan) {
+    if (!options.init_from.empty())
+      table.add("init_from", options.init_from,
+                "the weights training started from: every parameter and buffer");
     if (options.kind != ModelKind::kMlp) {
       table.add("checkpointing", options.checkpointing.to_string(),
                 options.checkpointing.mode == nn::CheckpointMode::kNone
@@ -176,6 +180,9 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
   // Built through the spec, so an export rebuilds exactly this module (names and structure).
   const models::ModelSpec spec = describe_model(options, data);
   models::BuiltModel model = models::build_model(spec);  // in the spec's dtype
+  // Initialised first all the same, so that the generator's later draws do not depend on it.
+  if (!options.init_from.empty())
+    models::load_weights(*model.module, spec, options.init_from);
   models::set_checkpointing(model, options.checkpointing);
   w.module = model.module;
   w.model_spec = models::spec_to_json(spec);

@@ -38,8 +38,12 @@ struct BuiltinModelOptions {
   engine::NormPolicy norm_policy = engine::NormPolicy::kKeep;  ///< BatchNorm under accumulation
   bool float64 = false;                ///< parameter dtype: float64, or else float32
   nn::CheckpointPolicy checkpointing;  ///< activation checkpointing of the block models
-  std::string prompt = "The ";         ///< what the GPT's final sample continues
-  models::SampleOptions sample;        ///< the GPT's final sample; max_new_bytes 0 = none
+  /// A safetensors file of every parameter and buffer under its PyTorch name (an export, a
+  /// state_dict saved with safetensors) that the model starts from; empty: a fresh
+  /// initialisation from the torch seed (see models::load_weights).
+  std::string init_from;
+  std::string prompt = "The ";   ///< what the GPT's final sample continues
+  models::SampleOptions sample;  ///< the GPT's final sample; max_new_bytes 0 = none
 };
 
 /// IDX images and labels, the data of the ResNet.
@@ -81,10 +85,10 @@ LoadedData load_builtin_data(models::ModelKind kind, const BuiltinDataOptions& o
 /// norm_policy = group, the dtype, and the image size and normalisation of the training split.
 models::ModelSpec describe_model(const BuiltinModelOptions& options, const LoadedData& data);
 
-/// The built-in model (initialised from the current torch seed, in its dtype, with its
-/// checkpointing and norm policy), its training and validation datasets from `data`, its loss,
-/// plan-table rows, spec and (GPT) final sample. The validation split is left out when it is
-/// too small to hold one sample.
+/// The built-in model (initialised from the current torch seed, then from options.init_from where
+/// set, in its dtype, with its checkpointing and norm policy), its training and validation datasets
+/// from `data`, its loss, plan-table rows, spec and (GPT) final sample. The validation split is
+/// left out when it is too small to hold one sample.
 Workload build_builtin_workload(const BuiltinModelOptions& options, const LoadedData& data,
                                 const PassSite& site);
 

@@ -23,12 +23,17 @@ std::string quoted(const std::vector<std::string>& names) {
   return text;
 }
 
+/// Whether a tensor must have the model's dtype, or may be any floating-point dtype where the
+/// model's is one (copied with conversion).
+enum class DtypeMatch { kExact, kFloatingConverts };
+
 /// For each tensor of `wanted` (the model's), the tensor of `given` with its name, shape and
-/// dtype. Throws InputError starting with `origin` naming every missing and extra tensor, or the
-/// first one of another shape or dtype.
+/// dtype (see DtypeMatch). Throws InputError starting with `origin` naming every missing and extra
+/// tensor, or the first one of another shape or dtype.
 std::vector<torch::Tensor> match_tensors(const std::vector<io::NamedTensor>& wanted,
                                          const std::vector<io::NamedTensor>& given,
-                                         const std::string& origin, const std::string& model) {
+                                         const std::string& origin, const std::string& model,
+                                         DtypeMatch dtypes = DtypeMatch::kExact) {
   std::map<std::string, const torch::Tensor*> by_name;
   for (const auto& [name, tensor] : given)
     by_name[name] = &tensor;
@@ -43,8 +48,11 @@ std::vector<torch::Tensor> match_tensors(const std::vector<io::NamedTensor>& wan
     const torch::Tensor& other = *found->second;
     BB_CHECK_INPUT(other.sizes() == tensor.sizes(), origin, ": tensor \"", name, "\" has shape ",
                    shape_text(other), ", the ", model, " needs ", shape_text(tensor));
-    BB_CHECK_INPUT(other.scalar_type() == tensor.scalar_type(), origin, ": tensor \"", name,
-                   "\" has dtype ", other.dtype(), ", the ", model, " needs ", tensor.dtype());
+    const bool converts = dtypes == DtypeMatch::kFloatingConverts && other.is_floating_point() &&
+                          tensor.is_floating_point();
+    BB_CHECK_INPUT(converts || other.scalar_type() == tensor.scalar_type(), origin, ": tensor \"",
+                   name, "\" has dtype ", other.dtype(), ", the ", model, " needs ",
+                   tensor.dtype());
     matched.push_back(other);
     by_name.erase(found);
   }
@@ -71,6 +79,16 @@ BuiltModel build_quietly(const ModelSpec& spec) {
 /// "gpt model", for error messages.
 std::string model_words(const ModelSpec& spec) {
   return cat(to_string(spec.kind), " model");
+}
+
+/// Copies values[i] into the i-th of state_tensors(module), converting dtypes, without
+/// recording gradients.
+void copy_into(const torch::nn::Module& module, const std::vector<torch::Tensor>& values) {
+  const std::vector<io::NamedTensor> targets = state_tensors(module);
+  BB_CHECK(targets.size() == values.size(), targets.size(), " tensors, ", values.size(), " values");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < targets.size(); ++i)
+    targets[i].second.copy_(values[i]);
 }
 
 }  // namespace
@@ -121,16 +139,16 @@ ExportedModel load_exported(const std::string& path) {
   }
   ExportedModel exported{{}, spec_from_json(json, path)};
   exported.model = build_quietly(exported.spec);
-  const std::vector<io::NamedTensor> targets = state_tensors(*exported.model.module);
-  const std::vector<torch::Tensor> values =
-      match_tensors(targets, file.tensors, path, model_words(exported.spec));
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < targets.size(); ++i)
-      targets[i].second.copy_(values[i]);
-  }
+  copy_into(*exported.model.module, match_tensors(state_tensors(*exported.model.module),
+                                                  file.tensors, path, model_words(exported.spec)));
   exported.model.module->eval();
   return exported;
+}
+
+void load_weights(torch::nn::Module& module, const ModelSpec& spec, const std::string& path) {
+  const io::Safetensors file = io::read_safetensors(path);
+  copy_into(module, match_tensors(state_tensors(module), file.tensors, path, model_words(spec),
+                                  DtypeMatch::kFloatingConverts));
 }
 
 }  // namespace bigbatch::models

@@ -93,17 +93,23 @@ class Sequences:
         self.context = context
         self.size = (self.data.numel() - 2) // context + 1
         self.offsets = torch.arange(context + 1)
+        # Whether the last sample runs past the end (n - 1 is not a multiple of T).
+        self.partial = (self.size - 1) * context + context > self.data.numel() - 1
 
     def get(self, indices):  # -> inputs (B, T), targets (B, T) int64, tokens counted
         positions = indices.view(-1, 1) * self.context + self.offsets  # (B, T + 1)
+        # On the CPU, look: most windows lack the last sample. On a GPU that would wait for it,
+        # so mask every micro-batch and count there (the loop reads the count once a window).
+        on_cpu = indices.device.type == "cpu"
+        if not self.partial or (on_cpu and not bool((indices == self.size - 1).any())):
+            rows = self.data[positions].long()  # (B, T + 1)
+            return rows[:, :-1], rows[:, 1:], rows.shape[0] * self.context
         last = self.data.numel() - 1
         rows = self.data[positions.clamp(max=last)].long()  # (B, T + 1)
-        inputs, targets = rows[:, :-1], rows[:, 1:]
         past = positions[:, 1:] > last  # (B, T): no next byte there
-        if past.any():
-            inputs, targets = inputs.masked_fill(past, 0), targets.masked_fill(past, -100)
-            return inputs, targets, int(targets.ne(-100).sum())
-        return inputs, targets, rows.shape[0] * self.context
+        targets = rows[:, 1:].masked_fill(past, -100)
+        count = targets.ne(-100).sum()
+        return rows[:, :-1].masked_fill(past, 0), targets, int(count) if on_cpu else count
 
 
 class Contexts:
@@ -426,17 +432,10 @@ class LossOf(torch.nn.Module):
 
 class Windows(data_order.WindowSampler):
     """The sample order: bigbatch's (data_order.WindowSampler for train.seed = --seed), so that
-    every side trains on the same windows. Full windows only: the loops here and the trainers
-    split every window into global_batch / micro_batch micro-batches, so a run that would reach
-    an epoch's short last window stops with an error instead."""
-
-    def next(self):  # -> the next window's sample indices
-        window = super().next()
-        if window.numel() < self.global_batch:
-            raise SystemExit(f"peer.py: the next window is epoch {self.epoch}'s last, of "
-                             f"{window.numel()} samples, not {self.global_batch}: the peers run "
-                             f"full windows only (use fewer --steps)")
-        return window
+    every side trains on the same windows, an epoch's last one short where the data set is not a
+    multiple of global_batch. The loop here splits a window as bigbatch does (micro_batch samples
+    each, the last micro-batch smaller); the trainers take full windows only
+    (peers.common.window_stream)."""
 
 
 def make_parser():
@@ -624,12 +623,13 @@ def run_loop(job):
     scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None
 
     def train_window():
-        """One optimizer step over global_batch samples; returns (samples, tokens, loss)."""
+        """One optimizer step over the next window (global_batch samples, fewer for an epoch's last
+        one); returns (samples, tokens, loss)."""
         window = job.windows.next()
         if cuda:
             return train_window_cuda(window.to(device))
         micro = [data.get(window[i:i + args.micro_batch])
-                 for i in range(0, args.global_batch, args.micro_batch)]
+                 for i in range(0, window.numel(), args.micro_batch)]
         count = sum(m[2] for m in micro)  # tokens (GPT) or samples in the whole window
         total = 0.0
         for inputs, targets, _ in micro:
@@ -642,14 +642,14 @@ def run_loop(job):
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        return args.global_batch, count if job.token_loss else 0, total
+        return window.numel(), count if job.token_loss else 0, total
 
     def train_window_cuda(window):
         """train_window on the GPU: autocast on CUDA, fp16 through the GradScaler (one unscale,
         step and update per window), and the loss read once per window (loss.item() after
         every micro-batch would wait for the GPU each time)."""
         micro = [data.get(window[i:i + args.micro_batch])
-                 for i in range(0, args.global_batch, args.micro_batch)]
+                 for i in range(0, window.numel(), args.micro_batch)]
         count = sum(m[2] for m in micro)
         total = torch.zeros((), device=device)
         for inputs, targets, _ in micro:
@@ -668,7 +668,7 @@ def run_loop(job):
             optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        return args.global_batch, count if job.token_loss else 0, total.item()
+        return window.numel(), int(count) if job.token_loss else 0, total.item()
 
     if cuda:
         peak = timed_cuda_windows(args, train_window, emit)

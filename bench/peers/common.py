@@ -19,8 +19,16 @@ def window_count(job):
 
 
 def window_stream(job):
-    """The sample indices of window_count(job) windows, in the order peer.py trains on them."""
-    return torch.cat([job.windows.next() for _ in range(window_count(job))])
+    """The sample indices of window_count(job) windows, in the order peer.py trains on them. The
+    trainers count accumulation in micro-batches, so every window must be a full one: a run that
+    would reach an epoch's short last window stops with an error instead."""
+    windows = [job.windows.next() for _ in range(window_count(job))]
+    for number, window in enumerate(windows, 1):
+        if window.numel() < job.args.global_batch:
+            raise SystemExit(f"peer.py --loop {job.args.loop}: window {number} is an epoch's "
+                             f"last, of {window.numel()} samples, not {job.args.global_batch}: "
+                             f"the trainers run full windows only (use fewer --steps)")
+    return torch.cat(windows)
 
 
 def pass_through(batch):

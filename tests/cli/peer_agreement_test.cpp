@@ -1,8 +1,9 @@
 // bench/peer.py, the Python loop bench/compare measures bigbatch against, trains the same numbers
 // as `bigbatch train` when both start from the same weights (peer.py --save-initial, then
 // model.init_from and --init-from) and draw bigbatch's sample order (bench/data_order.py): every
-// window's loss agrees to float rounding. The comparison's fairness rests on this. Skipped, saying
-// so, where the build's Python (BIGBATCH_PYTHON, set by scripts/setup) or its torch is missing.
+// window's loss agrees to float rounding, across an epoch's end with its short last window and
+// partial last sequence. The comparison's fairness rests on this. Skipped, saying so, where the
+// build's Python (BIGBATCH_PYTHON, set by scripts/setup) or its torch is missing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,7 +37,9 @@ class PeerAgreement : public ::testing::Test {
 };
 
 TEST_F(PeerAgreement, TheSameWeightsAndOrderGiveBigbatchsLossesInEveryWindow) {
-  const std::string corpus = dir_.write("corpus.txt", small_corpus()).string();
+  // 2,000 bytes: 1,800 to train on in blocks of 200, 113 sequences of 16 (the last one partial),
+  // so windows of 16 end epoch 0 with a window of one sample; ten steps run into epoch 1.
+  const std::string corpus = dir_.write("corpus.txt", small_corpus().substr(0, 2000)).string();
   const std::string init = (dir_.path() / "init.safetensors").string();
   const std::string model = "--model gpt --data " + corpus +
                             " --gpt-context 16 --gpt-layers 2 --gpt-heads 2 --gpt-embed 16";
@@ -47,7 +50,7 @@ TEST_F(PeerAgreement, TheSameWeightsAndOrderGiveBigbatchsLossesInEveryWindow) {
   const Result trained = run(
       "train -s data.path=" + corpus +
       " -s gpt.context=16 -s gpt.layers=2 -s gpt.heads=2 -s gpt.embed=16 -s batch.global_batch=16"
-      " -s batch.micro_batch=4 -s train.steps=6 -s train.eval_every=0 -s sample.bytes=0"
+      " -s batch.micro_batch=4 -s train.steps=10 -s train.eval_every=0 -s sample.bytes=0"
       " -s checkpoint.every=0 -s train.threads=1 -s train.blas_threads=1 -s train.eval_samples=32"
       " -s model.init_from=" +
       init + " --run-dir " + run_dir);
@@ -56,16 +59,20 @@ TEST_F(PeerAgreement, TheSameWeightsAndOrderGiveBigbatchsLossesInEveryWindow) {
   const std::string out = (dir_.path() / "peer.jsonl").string();
   const Result peered =
       peer(model + " --init-from " + init +
-           " --global-batch 16 --micro-batch 4 --steps 6 --no-memory --out " + out);
+           " --global-batch 16 --micro-batch 4 --steps 10 --no-memory --out " + out);
   ASSERT_EQ(peered.exit_code, 0) << peered.output;
 
   const std::vector<double> ours = window_losses(run_dir);
   const std::vector<double> theirs = json_line_losses(out);
-  ASSERT_EQ(ours.size(), 6u);
-  ASSERT_EQ(theirs.size(), 6u);
+  const std::vector<nlohmann::json> windows = records(run_dir, "window");
+  ASSERT_EQ(windows.size(), 10u);
+  EXPECT_EQ(windows[7]["samples"].get<int64_t>(), 1);  // epoch 0's last, short window
+  EXPECT_EQ(windows[8]["epoch"].get<int64_t>(), 1);
+  ASSERT_EQ(ours.size(), 10u);
+  ASSERT_EQ(theirs.size(), 10u);
   for (size_t i = 0; i < ours.size(); ++i)
     EXPECT_NEAR(ours[i], theirs[i], 1e-5 * std::abs(theirs[i])) << "window " << i + 1;
-  // Six steps of AdamW at lr 4e-3 move the loss well past that tolerance: the check can fail.
+  // Ten steps of AdamW at lr 4e-3 move the loss well past that tolerance: the check can fail.
   EXPECT_GT(std::abs(ours.front() - ours.back()), 1e-3 * std::abs(ours.front()));
 
   // Another seed's order is other windows: the agreement above is not a coincidence of data.

@@ -13,6 +13,7 @@ It needs only the standard library and torch (no safetensors package), and also 
 PyTorch reference peer of the C++ models: build_model(spec) gives a freshly initialised model,
 initialised the way the C++ one is (not with the same numbers).
 """
+import ctypes
 import gzip
 import json
 import math
@@ -70,7 +71,8 @@ def write_safetensors(path, tensors, metadata=None):
         if tensor.dtype not in codes:
             raise ValueError(f"{path}: tensor {name!r} has dtype {tensor.dtype}, which "
                              f"write_safetensors does not write")
-        blob = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        data = tensor.detach().cpu().contiguous()
+        blob = ctypes.string_at(data.data_ptr(), data.numel() * data.element_size())
         header[name] = {"dtype": codes[tensor.dtype], "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)

@@ -14,6 +14,9 @@
 - the same model and loop in PyTorch eager on the GPU (bench/peer.py --device cuda), fp32 at
   micro-batch 8, then bf16 and fp16 if time is left; and micro_batch = "auto" under a budget.
 
+Both sides start from the same weights (bench/peer.py --save-initial, then model.init_from and
+--init-from) and draw bigbatch's windows, so the report compares their first windows' losses.
+
 Every run trains for about --run-seconds of windows: bigbatch gets SIGINT once its metrics.jsonl
 has held windows for that long, and stops at the next window boundary (its stop signal), the PyTorch
 side stops itself (--max-seconds). When the deadline is near, the runs get shorter (down to
@@ -92,20 +95,55 @@ def bigbatch_command(args, run, run_dir):
             "train.log_every=50", "sample.bytes=0", "checkpoint.every=0"]
     if run.budget:
         sets.append(f"memory.budget={run.budget}")
+    if args.initial:
+        sets.append(f"model.init_from={args.initial}")
     command = [args.bigbatch, "train"]
     for s in sets:
         command += ["-s", s]
     return command + ["--run-dir", run_dir]
 
 
+def peer_model(args):
+    """bench/peer.py and the arguments of MODEL on the corpus."""
+    return [args.python, os.path.join(args.repo, "bench", "peer.py"), "--model", "gpt",
+            "--gpt-layers", str(MODEL["layers"]), "--gpt-embed", str(MODEL["embed"]),
+            "--gpt-heads", str(MODEL["heads"]), "--gpt-context", str(MODEL["context"]),
+            "--data", args.corpus]
+
+
 def peer_command(args, run, out, seconds):
-    return [args.python, os.path.join(args.repo, "bench", "peer.py"), "--device", "cuda",
-            "--model", "gpt", "--gpt-layers", str(MODEL["layers"]),
-            "--gpt-embed", str(MODEL["embed"]), "--gpt-heads", str(MODEL["heads"]),
-            "--gpt-context", str(MODEL["context"]), "--global-batch", str(GLOBAL_BATCH),
+    initial = ["--init-from", args.initial] if args.initial else []
+    return [*peer_model(args), "--device", "cuda", *initial, "--global-batch", str(GLOBAL_BATCH),
             "--micro-batch", str(run.micro_batch), "--precision", run.precision,
-            "--data", args.corpus, "--steps", str(MAX_STEPS),
-            "--max-seconds", f"{seconds:g}", "--out", out]
+            "--steps", str(MAX_STEPS), "--max-seconds", f"{seconds:g}", "--out", out]
+
+
+def make_initial_weights(args, env, log):
+    """The weights both sides start from: the PyTorch side's seeded initialisation of MODEL
+    (bench/peer.py --save-initial, on the CPU) in the work directory. bigbatch starts from it with
+    model.init_from and PyTorch with --init-from; both draw bigbatch's windows, so their first
+    windows' losses can be compared. Returns (the file or None, what the records say). A failure
+    leaves each side its own weights: the throughput runs go on."""
+    path = os.path.join(args.work, "initial.safetensors")
+    command = [*peer_model(args), "--save-initial", path]
+    shown = shlex.join(command).replace(args.repo.rstrip("/") + "/", "")
+    if args.dry_run:
+        print(f"# the initial weights of both sides\n+ {shown}")
+        return path, f"both sides from {path}"
+    log.write(f"\n===== initial weights: {shown}\n")
+    log.flush()
+    if os.path.exists(path):
+        os.remove(path)  # an earlier run's
+    try:
+        code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              timeout=300).returncode
+    except subprocess.TimeoutExpired:
+        code = "a timeout of 300 s"
+    except OSError as error:
+        code = str(error)
+    if code != 0 or not os.path.exists(path):
+        return None, f"each side from its own weights: `{shown}` failed ({code}; runs.log)"
+    return path, f"both sides from {path} (`{shown}`)"
 
 
 def read_records(path):
@@ -215,6 +253,7 @@ def run_all(args):
                "model": MODEL, "global_batch": GLOBAL_BATCH}
     overheads = []  # wall seconds of a run beyond its windows: start-up, the stop, checkpoint
     log = sys.stdout if args.dry_run else open(args.log, "a")
+    args.initial, results["initial_weights"] = make_initial_weights(args, env, log)
     for index, run in enumerate(RUNS):
         entry = {"name": run.name, "settings": run.settings()}
         results["runs"].append(entry)
@@ -260,7 +299,8 @@ def run_all(args):
                                       by_signal)
         records = read_records(records_path)
         numbers = throughput(windows_of(run.side, records))
-        entry.update(numbers, exit_code=code, wall_seconds=round(wall, 1), ended=ended)
+        entry.update(numbers, exit_code=code, wall_seconds=round(wall, 1), ended=ended,
+                     first_losses=[r["loss"] for r in records if r.get("type") == "window"][:2])
         overheads.append(max(0.0, wall - numbers["trained_seconds"]))
         if run.side == "bigbatch":
             summary = os.path.join(run_dir, "summary.json")
@@ -539,8 +579,11 @@ def report(args):
     add("The same model, data, AdamW, clipping and schedule in Python (bench/peer.py --device "
         "cuda: the standard accumulation loop, fused causal attention, autocast on CUDA, fp16 "
         "with torch.amp.GradScaler once per window).\n")
+    add(f"Weights: {measured.get('initial_weights', 'each side from its own weights')}. Both "
+        "sides draw bigbatch's windows; the last column is the largest relative difference of "
+        "their first two windows' losses.\n")
     add("| precision | bigbatch tokens/s | PyTorch tokens/s | bigbatch / PyTorch | bigbatch peak "
-        "| PyTorch peak |\n|---|---|---|---|---|---|")
+        "| PyTorch peak | first losses, difference |\n|---|---|---|---|---|---|---|")
     for p in ("fp32", "bf16", "fp16"):
         b, t = row_numbers(f"bigbatch-mb{REFERENCE_MB}-{p}"), row_numbers(
             f"pytorch-mb{REFERENCE_MB}-{p}")
@@ -548,7 +591,8 @@ def report(args):
             continue
         add(f"| {p} | {rate(b[1]) if b[2] else status_of(runs, f'bigbatch-mb8-{p}')} | "
             f"{rate(t[1]) if t[2] else status_of(runs, f'pytorch-mb8-{p}')} | "
-            f"{ratio(b[1], t[1])} | {mib(b[0])} | {mib(t[0])} |")
+            f"{ratio(b[1], t[1])} | {mib(b[0])} | {mib(t[0])} | "
+            f"{loss_difference(b[2], t[2])} |")
 
     auto = runs.get("bigbatch-auto-fp32-budget")
     if auto and auto.get("status") == "ok":
@@ -613,6 +657,15 @@ def split_command(command):
             pairs.append((words[at], None))
             at += 1
     return prefix, pairs
+
+
+def loss_difference(a, b):
+    """The largest relative difference of two runs' first window losses, as text ("-" where a
+    run has none)."""
+    pairs = list(zip((a or {}).get("first_losses") or [], (b or {}).get("first_losses") or []))
+    if not pairs:
+        return "-"
+    return f"{max(abs(x - y) / abs(y) for x, y in pairs):.1e}"
 
 
 def pct(a, b):

@@ -230,7 +230,7 @@ TEST_F(ModelExport, LoadWeightsSetsEveryTensorOfAFreshModelFromAnExportOrAStateD
   for (const std::string& source : {path("model.safetensors"), state_dict}) {
     torch::manual_seed(99);
     const models::BuiltModel fresh = models::build_model(spec);
-    models::load_weights(*fresh.module, spec, source);
+    models::load_weights(*fresh.module, source, "resnet model");
     const auto expected = models::state_tensors(*trained.module);
     const auto found = models::state_tensors(*fresh.module);
     ASSERT_EQ(found.size(), expected.size());
@@ -254,7 +254,7 @@ TEST_F(ModelExport, LoadWeightsCopiesNothingFromAFileThatDoesNotFit) {
   const models::BuiltModel fresh = models::build_model(spec);
   const torch::Tensor before = fresh.module->named_parameters()["stem_conv.weight"].clone();
   std::string message =
-      testing::input_error_of([&] { models::load_weights(*fresh.module, spec, broken); });
+      testing::input_error_of([&] { models::load_weights(*fresh.module, broken, "resnet model"); });
   EXPECT_NE(message.find(broken + ": 1 tensor(s) the resnet model needs are missing: "
                                   "\"stem_norm.running_mean\""),
             std::string::npos)
@@ -266,13 +266,31 @@ TEST_F(ModelExport, LoadWeightsCopiesNothingFromAFileThatDoesNotFit) {
     if (name == "stem_norm.num_batches_tracked")
       tensor = tensor.to(torch::kFloat32);
   io::write_safetensors(broken, tensors, {{"format", "pt"}});
-  message = testing::input_error_of([&] { models::load_weights(*fresh.module, spec, broken); });
+  message =
+      testing::input_error_of([&] { models::load_weights(*fresh.module, broken, "resnet model"); });
   EXPECT_NE(message.find("has dtype float, the resnet model needs long"), std::string::npos)
       << message;
   EXPECT_TRUE(torch::equal(fresh.module->named_parameters()["stem_conv.weight"], before));
   message = testing::input_error_of(
-      [&] { models::load_weights(*fresh.module, spec, path("absent.safetensors")); });
+      [&] { models::load_weights(*fresh.module, path("absent.safetensors")); });
   EXPECT_NE(message.find(path("absent.safetensors")), std::string::npos) << message;
+}
+
+TEST_F(ModelExport, LoadWeightsFillsAnyModuleFromItsStateDict) {
+  torch::manual_seed(3);
+  torch::nn::Sequential source(torch::nn::Linear(3, 4), torch::nn::ReLU(), torch::nn::Linear(4, 2));
+  const std::string file = path("mine.safetensors");
+  io::write_safetensors(file, models::state_tensors(*source), {{"format", "pt"}});
+  torch::manual_seed(4);
+  torch::nn::Sequential mine(torch::nn::Linear(3, 4), torch::nn::ReLU(), torch::nn::Linear(4, 2));
+  models::load_weights(*mine, file);
+  EXPECT_TRUE(
+      torch::equal(mine->named_parameters()["2.weight"], source->named_parameters()["2.weight"]));
+  torch::nn::Sequential other(torch::nn::Linear(3, 5));
+  const std::string message = testing::input_error_of([&] { models::load_weights(*other, file); });
+  EXPECT_NE(message.find(file + ": tensor \"0.weight\" has shape [4, 3], the model needs [5, 3]"),
+            std::string::npos)
+      << message;
 }
 
 }  // namespace

@@ -145,9 +145,9 @@ ExportedModel load_exported(const std::string& path) {
   return exported;
 }
 
-void load_weights(torch::nn::Module& module, const ModelSpec& spec, const std::string& path) {
+void load_weights(torch::nn::Module& module, const std::string& path, const std::string& what) {
   const io::Safetensors file = io::read_safetensors(path);
-  copy_into(module, match_tensors(state_tensors(module), file.tensors, path, model_words(spec),
+  copy_into(module, match_tensors(state_tensors(module), file.tensors, path, what,
                                   DtypeMatch::kFloatingConverts));
 }
 

@@ -48,14 +48,15 @@ struct ExportedModel {
 /// of another shape or dtype (each naming the tensor, the expected and the found).
 ExportedModel load_exported(const std::string& path);
 
-/// Sets every parameter and buffer of `module`, a model built from `spec`, to the tensor of the
-/// same state_tensors name in the safetensors file `path`: an export (export_model) or any
-/// safetensors file of the model's state under PyTorch's names (a state_dict saved by
-/// safetensors.torch.save_file). Floating-point tensors are converted to the module's dtype;
-/// others (num_batches_tracked) must have it. Throws InputError naming the file and the cause for
-/// a file that is not valid safetensors, and for a missing, extra or mis-shaped tensor (named);
-/// nothing is copied unless every tensor fits. The file's own spec, if any, is not consulted:
-/// the tensors decide.
-void load_weights(torch::nn::Module& module, const ModelSpec& spec, const std::string& path);
+/// Sets every parameter and buffer of `module` to the tensor of the same state_tensors name in the
+/// safetensors file `path`: an export (export_model) or any safetensors file of the module's state
+/// under PyTorch's names (a state_dict saved by safetensors.torch.save_file). Floating-point
+/// tensors are converted to the module's dtype; others (num_batches_tracked) must have it. Throws
+/// InputError naming the file and the cause for a file that is not valid safetensors, and for a
+/// missing, extra or mis-shaped tensor (named, with `what` naming the module: "the gpt model
+/// needs [256, 16]"); nothing is copied unless every tensor fits. A spec in the file, if any, is
+/// not consulted: the tensors decide. Works for any module, built-in or not.
+void load_weights(torch::nn::Module& module, const std::string& path,
+                  const std::string& what = "model");
 
 }  // namespace bigbatch::models

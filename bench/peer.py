@@ -430,14 +430,6 @@ class LossOf(torch.nn.Module):
         return micro_loss(self.model, inputs, targets, count)[0]
 
 
-class Windows(data_order.WindowSampler):
-    """The sample order: bigbatch's (data_order.WindowSampler for train.seed = --seed), so that
-    every side trains on the same windows, an epoch's last one short where the data set is not a
-    multiple of global_batch. The loop here splits a window as bigbatch does (micro_batch samples
-    each, the last micro-batch smaller); the trainers take full windows only
-    (peers.common.window_stream)."""
-
-
 def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loop", default="eager", choices=LOOPS,
@@ -524,7 +516,10 @@ def setup(args):
     optimizer = make_optimizer(model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.steps))
     params = [p for p in model.parameters() if p.requires_grad]
-    windows = Windows(data.size, args.global_batch, args.seed)
+    # bigbatch's windows for train.seed = --seed, an epoch's last one short where the data set is
+    # not a multiple of global_batch: the loop splits it as bigbatch does, the trainers refuse it
+    # (peers.common.window_stream).
+    windows = data_order.WindowSampler(data.size, args.global_batch, args.seed)
     out = sys.stdout if args.out == "-" else open(args.out, "w")
 
     def emit(record):

@@ -1,10 +1,10 @@
 """What the trainer peers share: the sample stream, the data set over it, and the window clock.
 
 Each trainer gets exactly bench/peer.py's micro-batches, in its order: the windows' sample
-indices (peer.Windows: bigbatch's windows, as peer.py's loop draws them) are drawn before the
-trainer is made, concatenated into one stream, and served in order by StreamDataset through a
-sequential sampler, one micro-batch per __getitems__ call (peer.py's data.get: one gather per
-micro-batch).
+indices (data_order.WindowSampler: bigbatch's windows, as peer.py's loop draws them) are drawn
+before the trainer is made, concatenated into one stream, and served in order by StreamDataset
+through a sequential sampler, one micro-batch per __getitems__ call (peer.py's data.get: one
+gather per micro-batch).
 """
 import time
 

@@ -45,13 +45,7 @@ TEST_F(ExportCommand, ExportsTheNewestCheckpointsWeightsBitwiseAndGenerateRunsOn
   const models::ExportedModel exported = models::load_exported(out);
   models::BuiltModel fresh = models::build_model(exported.spec);
   engine::load_model_weights(checkpoint, *fresh.module);
-  const auto a = models::state_tensors(*exported.model.module);
-  const auto b = models::state_tensors(*fresh.module);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
-  }
+  testing::expect_same_state(*exported.model.module, *fresh.module);
   const Result generated = run("generate " + out + " --prompt 'The ' --max-new-bytes 10");
   EXPECT_EQ(generated.exit_code, 0) << generated.output;
 }

@@ -10,6 +10,7 @@
 #include "bigbatch/models/model_export.h"
 #include "bigbatch/nn/norm.h"
 #include "cli/cli_support.h"
+#include "support/export_support.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
@@ -105,13 +106,7 @@ void expect_built_through_spec(const cli::TrainConfig& config, const job::Loaded
   torch::manual_seed(21);
   const models::BuiltModel rebuilt =
       models::build_model(models::spec_from_json(w.model_spec, "the workload"));
-  const auto expected = models::state_tensors(*w.module);
-  const auto found = models::state_tensors(*rebuilt.module);
-  ASSERT_EQ(found.size(), expected.size());
-  for (size_t i = 0; i < found.size(); ++i) {
-    EXPECT_EQ(found[i].first, expected[i].first);
-    EXPECT_TRUE(torch::equal(found[i].second, expected[i].second)) << found[i].first;
-  }
+  testing::expect_same_state(*rebuilt.module, *w.module);
 }
 
 TEST(BuiltinWorkload, BuildsTheSpecsModel) {
@@ -176,11 +171,7 @@ TEST(BuiltinWorkload, StartsFromTheWeightsOfInitFromWhateverTheSeed) {
   config.model.init_from = file;
   torch::manual_seed(2);
   const job::Workload started = job::build_builtin_workload(config.model, text, job::PassSite());
-  const auto expected = models::state_tensors(*source.module);
-  const auto found = models::state_tensors(*started.module);
-  ASSERT_EQ(found.size(), expected.size());
-  for (size_t i = 0; i < found.size(); ++i)
-    EXPECT_TRUE(torch::equal(found[i].second, expected[i].second)) << found[i].first;
+  testing::expect_same_state(*started.module, *source.module);
   // The generator moved on as a fresh initialisation would move it (dropout draws the same).
   const torch::Tensor after_init_from = torch::rand({4});
   torch::manual_seed(2);

@@ -114,11 +114,7 @@ TEST_F(ModelExport, LoadsBackBitwiseInEvalModeWithoutTouchingTheGenerator) {
     EXPECT_TRUE(torch::equal(torch::rand({4}), before));
     EXPECT_FALSE(loaded.model.module->is_training());
     EXPECT_EQ(models::spec_to_json(loaded.spec), models::spec_to_json(spec));
-    const auto expected = models::state_tensors(*model.module);
-    const auto found = models::state_tensors(*loaded.model.module);
-    ASSERT_EQ(names_of(found), names_of(expected));
-    for (size_t i = 0; i < found.size(); ++i)
-      EXPECT_TRUE(torch::equal(found[i].second, expected[i].second)) << found[i].first;
+    testing::expect_same_state(*loaded.model.module, *model.module);
     torch::NoGradGuard no_grad;
     const torch::Tensor inputs = testing::sample_inputs(spec, 3, 8);
     EXPECT_TRUE(torch::equal(loaded.model.forward(inputs), model.forward(inputs)));
@@ -231,15 +227,8 @@ TEST_F(ModelExport, LoadWeightsSetsEveryTensorOfAFreshModelFromAnExportOrAStateD
     torch::manual_seed(99);
     const models::BuiltModel fresh = models::build_model(spec);
     models::load_weights(*fresh.module, source, "resnet model");
-    const auto expected = models::state_tensors(*trained.module);
-    const auto found = models::state_tensors(*fresh.module);
-    ASSERT_EQ(found.size(), expected.size());
-    for (size_t i = 0; i < found.size(); ++i) {
-      EXPECT_EQ(found[i].second.scalar_type(), expected[i].second.scalar_type());
-      EXPECT_TRUE(torch::equal(found[i].second, expected[i].second))
-          << source << ": " << found[i].first;
-      EXPECT_EQ(found[i].second.requires_grad(), expected[i].second.requires_grad());
-    }
+    SCOPED_TRACE(source);
+    testing::expect_same_state(*fresh.module, *trained.module);
   }
 }
 

@@ -2,11 +2,13 @@
 // at its initial value (BatchNorm running statistics included), and inputs.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <string>
 #include <vector>
 
+#include "bigbatch/models/model_export.h"
 #include "bigbatch/models/model_spec.h"
 
 namespace bigbatch::testing {
@@ -72,6 +74,21 @@ inline models::BuiltModel trained_model(const models::ModelSpec& spec, uint64_t 
   }
   model.module->eval();
   return model;
+}
+
+/// Expects `found` to hold `expected`'s parameters and buffers: the same names in state_dict
+/// order (models::state_tensors), each of the same dtype, requires_grad and bitwise value.
+inline void expect_same_state(const torch::nn::Module& found, const torch::nn::Module& expected) {
+  const auto found_tensors = models::state_tensors(found);
+  const auto expected_tensors = models::state_tensors(expected);
+  ASSERT_EQ(found_tensors.size(), expected_tensors.size());
+  for (size_t i = 0; i < found_tensors.size(); ++i) {
+    const auto& [name, tensor] = found_tensors[i];
+    EXPECT_EQ(name, expected_tensors[i].first);
+    EXPECT_EQ(tensor.scalar_type(), expected_tensors[i].second.scalar_type()) << name;
+    EXPECT_EQ(tensor.requires_grad(), expected_tensors[i].second.requires_grad()) << name;
+    EXPECT_TRUE(torch::equal(tensor, expected_tensors[i].second)) << name;
+  }
 }
 
 }  // namespace bigbatch::testing

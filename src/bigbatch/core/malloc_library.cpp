@@ -7,14 +7,11 @@
 #include <filesystem>
 
 #include "bigbatch/core/loaded_library.h"
+#include "bigbatch/core/strings.h"
 
 namespace bigbatch {
 
 namespace {
-
-bool starts_with(const std::string& text, const char* prefix) {
-  return text.rfind(prefix, 0) == 0;
-}
 
 /// "2.0.9" from mimalloc's version number 209 (major, minor and patch, a digit each).
 std::string mimalloc_version(int number) {

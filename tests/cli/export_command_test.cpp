@@ -50,6 +50,47 @@ TEST_F(ExportCommand, ExportsTheNewestCheckpointsWeightsBitwiseAndGenerateRunsOn
   EXPECT_EQ(generated.exit_code, 0) << generated.output;
 }
 
+TEST_F(ExportCommand, AnExistingExportIsReplacedOnlyWithOverwrite) {
+  const std::string run_dir = train_gpt("gpt");
+  const std::string out = path("gpt.safetensors");
+  ASSERT_EQ(run("export " + run_dir + " --out " + out).exit_code, 0);
+  const std::string first = testing::read_file(out);
+
+  // The spec alone in the way stops it too: the pair is written together or not at all.
+  fs::rename(out, path("kept.safetensors"));
+  const Result again = run("export " + run_dir + " --out " + out);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find(path("gpt.json") + " already exists; choose another path or pass "
+                                                 "--overwrite"),
+            std::string::npos)
+      << again.output;
+  EXPECT_FALSE(fs::exists(out));
+
+  fs::rename(path("kept.safetensors"), out);
+  const Result replaced = run("export " + run_dir + " --out " + out + " --overwrite");
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_EQ(testing::read_file(out), first);
+}
+
+TEST_F(ExportCommand, ARunDirectoryGivenForAnExportSaysToExportIt) {
+  const std::string run_dir = train_gpt("gpt");
+  const Result generated = run("generate " + run_dir + " --prompt 'The '");
+  EXPECT_EQ(generated.exit_code, 2) << generated.output;
+  EXPECT_NE(generated.output.find(run_dir +
+                                  " is a bigbatch run directory, not a Hugging Face "
+                                  "model directory (which holds config.json); "
+                                  "`bigbatch export " +
+                                  run_dir + " --out PATH`"),
+            std::string::npos)
+      << generated.output;
+  const Result started = run("train -s model.init_from=" + run_dir + " --run-dir " + path("x"));
+  EXPECT_EQ(started.exit_code, 2) << started.output;
+  EXPECT_NE(started.output.find("cannot read " + run_dir + ": it is a directory, not a file"),
+            std::string::npos)
+      << started.output;
+  EXPECT_FALSE(fs::exists(path("x")));
+}
+
 TEST_F(ExportCommand, ATrainedResnetGivesTheSameLogitsInPythonAndPredictLabelsImages) {
   if (!fs::exists(kFashionMnist))
     GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";

@@ -170,10 +170,13 @@ TEST_F(SafetensorsFiles, WriterRejectsBadNamesAndDtypes) {
   EXPECT_NE(complex.find("supported: F64, F32"), std::string::npos) << complex;
 }
 
-TEST_F(SafetensorsFiles, MissingFileIsNamed) {
+TEST_F(SafetensorsFiles, MissingFileOrADirectoryIsNamed) {
   const std::string path = (dir_.path() / "absent.safetensors").string();
   const std::string message = testing::input_error_of([&] { io::read_safetensors(path); });
   EXPECT_NE(message.find("cannot open " + path), std::string::npos) << message;
+  // A directory opens as a stream of no bytes; it is named as a directory, not as a short file.
+  EXPECT_EQ(testing::input_error_of([&] { io::read_safetensors(dir_.path().string()); }),
+            "cannot read " + dir_.path().string() + ": it is a directory, not a file");
 }
 
 TEST_F(SafetensorsFiles, TruncatedBeforeTheHeaderLength) {

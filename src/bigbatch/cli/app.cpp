@@ -183,7 +183,8 @@ Subcommand add_export(CLI::App& app) {
                    "(adapter_config.json, adapter_model.safetensors)")
       ->capture_default_str();
   command->add_flag("--overwrite", options->overwrite,
-                    "replace an output directory that holds files (hf, peft)");
+                    "replace an existing .safetensors file and its .json spec, or an output "
+                    "directory that holds files (hf, peft)");
   command->add_option("--checkpoint", options->checkpoint,
                       "a checkpoint file to export (default: the run's newest usable one)");
   return {command, [options](std::ostream& out) { return run_export(*options, out); }};

@@ -105,6 +105,11 @@ int run_export(const ExportCommandOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(run.contains("model"), checkpoint.path,
                  " holds no model spec (it was written by an older bigbatch); train the run "
                  "again to export it");
+  for (const std::string& file : {options.out, models::spec_path_for(options.out)}) {
+    BB_CHECK_INPUT(options.overwrite || !std::filesystem::exists(file), "bigbatch export --out ",
+                   options.out, ": ", file,
+                   " already exists; choose another path or pass --overwrite to replace it");
+  }
   const models::ModelSpec spec = models::spec_from_json(run.at("model"), checkpoint.path);
   const models::BuiltModel built = models::build_model(spec);
   engine::load_model_weights(checkpoint.path, *built.module);

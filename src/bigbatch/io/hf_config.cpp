@@ -14,6 +14,14 @@ HfConfig HfConfig::read(const std::string& directory) {
   try {
     text = read_file(path);
   } catch (const std::runtime_error& error) {
+    const std::filesystem::path run_config = std::filesystem::path(directory) / "config.toml";
+    if (std::filesystem::exists(run_config) &&
+        std::filesystem::is_directory(std::filesystem::path(directory) / "checkpoints")) {
+      throw InputError(cat(directory,
+                           " is a bigbatch run directory, not a Hugging Face model "
+                           "directory (which holds config.json); `bigbatch export ",
+                           directory, " --out PATH` writes its model to give here"));
+    }
     throw InputError(cat(error.what(), " (a Hugging Face model directory holds config.json)"));
   }
   nlohmann::json json;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -9,6 +10,10 @@
 namespace bigbatch::io {
 
 std::string read_file(const std::string& path) {
+  // A directory opens as a stream that reads nothing and reports no error.
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored))
+    throw std::runtime_error("cannot read " + path + ": it is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));

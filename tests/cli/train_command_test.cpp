@@ -167,6 +167,35 @@ TEST_F(TrainCommand, AutoMicroBatchFitsTheBudgetAndKeepsTheGlobalBatch) {
                      "an integer or \"auto\"", run_dir("x"));
 }
 
+TEST_F(TrainCommand, ABudgetTooSmallForTheStateOrForOneSampleIsAClearError) {
+  // The default GPT's 3.31 MiB of parameters, as much again of gradients and twice of AdamW.
+  for (const char* micro_batch : {"8", "auto"}) {
+    expect_input_error(run(std::string("train -s memory.budget=5MiB -s batch.micro_batch=") +
+                           micro_batch + " --run-dir " + run_dir("x")),
+                       "memory.budget = 5.00 MiB cannot hold the training state: 3.31 MiB in use "
+                       "at start (parameters, buffers), 3.31 MiB of gradients and 6.62 MiB of "
+                       "optimizer state make 13.2 MiB before any activation",
+                       run_dir("x"));
+  }
+  // Just above the state (13.23 MiB), under what one sample needs once AdamW's moments exist
+  // (from step 2 on): the evaluation and the windows retry at half their batch down to 1, then
+  // a clear error.
+  const Result r = run("train " + corpus_arg() +
+                       "-s data.split_block=512 -s batch.micro_batch=64 -s memory.budget=13.3MiB "
+                       "-s sample.bytes=0 -s train.eval_samples=64 --steps 2 --run-dir " +
+                       run_dir("small"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("out of memory in the evaluation after optimizer step 0 at 64 samples a "
+                          "pass; evaluating at 32"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("error: out of memory at micro-batch 1 in step 2, the smallest there "
+                          "is; raise memory.budget or recompute activations"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("Exception raised from"), std::string::npos) << r.output;  // no trace
+}
+
 /// The window records of a run's metrics.jsonl.
 std::vector<nlohmann::json> window_records(const std::string& run_dir) {
   std::istringstream metrics(testing::read_file(fs::path(run_dir) / "metrics.jsonl"));

@@ -140,7 +140,16 @@ TEST(TrainingEquivalence, ARestartedWindowDrawsTheSameRandomNumbersAsItsFirstAtt
 }
 
 TEST(TrainingEquivalence, OutOfMemoryAtMicroBatchOneIsAnError) {
-  EXPECT_THROW(train(1, engine::OptimizerOptions(), 5), c10::OutOfMemoryError);
+  try {
+    train(1, engine::OptimizerOptions(), 5);
+    ADD_FAILURE() << "no error";
+  } catch (const c10::OutOfMemoryError& error) {
+    // Call 5 is the fifth micro-batch of step 1.
+    EXPECT_EQ(std::string(error.what_without_backtrace()),
+              "out of memory at micro-batch 1 in step 1, the smallest there is; raise the memory "
+              "budget or recompute activations in backward (checkpointing). injected: out of "
+              "memory in forward");
+  }
 }
 
 /// SGD whose step runs out of memory, as an optimizer allocating its state over budget would.
@@ -178,6 +187,94 @@ TEST(TrainingEquivalence, OutOfMemoryAtTheWindowBoundaryIsAnErrorNotARetry) {
     EXPECT_NE(message.find("raise the memory budget"), std::string::npos) << message;
   }
   EXPECT_TRUE(sink.notices.empty()) << "retried: " << sink.notices.front();
+}
+
+/// Delegates to another objective, but an evaluation of more than `most` samples at once runs
+/// out of memory, as a forward pass over budget would.
+class EvaluationOverBudget : public engine::Objective {
+ public:
+  EvaluationOverBudget(engine::Objective& inner, int64_t most) : inner_(inner), most_(most) {}
+  engine::LossUnit unit() const override { return inner_.unit(); }
+  engine::Counts count(const data::Batch& batch) const override { return inner_.count(batch); }
+  torch::Tensor loss_sum(const data::Batch& batch) override { return inner_.loss_sum(batch); }
+  engine::EvalSums evaluate(const data::Batch& batch) override {
+    sizes.push_back(batch.size());
+    if (batch.size() > most_) {
+      C10_THROW_ERROR(OutOfMemoryError, "injected: out of memory in an evaluation");
+    }
+    return inner_.evaluate(batch);
+  }
+  std::vector<int64_t> sizes;  ///< the samples of every evaluation pass tried
+
+ private:
+  engine::Objective& inner_;
+  int64_t most_;
+};
+
+/// Evaluations before and after each of 4 steps at micro-batch 8, of at most `most` samples a
+/// pass; the trainer's error, if any, in `error`.
+RecordingSink train_evaluating(int64_t most, std::vector<int64_t>* sizes, std::string* error) {
+  const data::ContextDataset train_data(random_bytes(400, 3),
+                                        data::ContextDatasetOptions(4).name("train"));
+  const data::ContextDataset val_data(random_bytes(60, 4),
+                                      data::ContextDatasetOptions(4).name("val"));
+  torch::manual_seed(5);
+  models::Mlp model(models::MlpOptions().context(4).embed(8).hidden(32));
+  model->to(torch::kFloat64);
+  engine::CrossEntropyObjective plain(engine::forward_of(model), engine::LossUnit::kSample);
+  EvaluationOverBudget objective(plain, most);
+  const engine::Plan plan =
+      engine::resolve_plan(engine::BatchOptions().global_batch(32).micro_batch(8));
+  auto optimizer = engine::make_optimizer(*model, engine::OptimizerOptions().lr(plan.lr));
+  const engine::LrSchedule schedule(engine::LrScheduleOptions().peak_lr(plan.lr).total_steps(4));
+  engine::TrainingSetup setup =
+      testing::setup_of(*model, objective, *optimizer, schedule, plan, train_data);
+  setup.val_data = &val_data;
+  engine::Trainer trainer(setup, engine::TrainerOptions().total_steps(4).eval_every(2).seed(9));
+  RecordingSink sink;
+  trainer.add_sink(&sink);
+  try {
+    trainer.fit();
+  } catch (const std::runtime_error& thrown) {
+    *error = thrown.what();
+  }
+  *sizes = objective.sizes;
+  return sink;
+}
+
+TEST(TrainingEquivalence, OutOfMemoryInAnEvaluationEvaluatesAgainAtHalfTheBatch) {
+  std::vector<int64_t> sizes;
+  std::string error;
+  const RecordingSink whole = train_evaluating(64, &sizes, &error);
+  ASSERT_EQ(error, "");
+  const RecordingSink halved = train_evaluating(5, &sizes, &error);
+  ASSERT_EQ(error, "");
+  // 56 validation samples: 8 fails, then 4 a pass for the rest of the run, training unchanged.
+  EXPECT_EQ(sizes.front(), 8);
+  EXPECT_EQ(sizes.size(), 1 + 3 * 14u);
+  EXPECT_EQ(sizes.back(), 4);
+  ASSERT_EQ(halved.notices.size(), 1u);
+  EXPECT_EQ(halved.notices[0],
+            "out of memory in the evaluation after optimizer step 0 at 8 samples a pass; "
+            "evaluating at 4");
+  ASSERT_EQ(halved.evals.size(), 3u);  // steps 0, 2 and 4
+  ASSERT_EQ(halved.windows.size(), 4u);
+  for (size_t i = 0; i < halved.evals.size(); ++i) {
+    EXPECT_NEAR(halved.evals[i].loss, whole.evals[i].loss, 1e-12) << i;
+    EXPECT_EQ(halved.evals[i].samples, 56);
+  }
+  for (size_t i = 0; i < halved.windows.size(); ++i) {
+    EXPECT_EQ(halved.windows[i].micro_batch, 8);
+    EXPECT_EQ(halved.windows[i].loss, whole.windows[i].loss);
+  }
+
+  // Not even one sample fits: an error that says where, not a retry forever.
+  train_evaluating(0, &sizes, &error);
+  EXPECT_EQ(sizes, (std::vector<int64_t>{8, 4, 2, 1}));
+  EXPECT_NE(error.find("out of memory in the evaluation after optimizer step 0 (1 samples a "
+                       "forward pass, no gradients); raise the memory budget. injected"),
+            std::string::npos)
+      << error;
 }
 
 TEST(TrainingEquivalence, ScheduleAdvancesOncePerOptimizerStep) {

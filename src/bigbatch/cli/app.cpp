@@ -1,5 +1,7 @@
 #include "bigbatch/cli/app.h"
 
+#include <c10/util/Exception.h>
+
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <functional>
@@ -260,6 +262,11 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     out.flush();
     err << "error: " << with_config_keys(error.what()) << "\n";
     return 2;
+  } catch (const c10::Error& error) {
+    // LibTorch's own errors carry a C++ backtrace that says nothing to a user.
+    out.flush();
+    err << "error: " << with_config_keys(error.what_without_backtrace()) << "\n";
+    return 1;
   } catch (const std::exception& error) {
     out.flush();
     err << "error: " << with_config_keys(error.what()) << "\n";

@@ -38,6 +38,7 @@ const std::vector<std::pair<std::string, std::string>>& option_keys() {
       {"OptimizerOptions.kernel", "optim.kernel"},
       {"TrainingJobOptions.attention", "model.attention"},
       {"MicroBatchSearchOptions.budget_bytes", "memory.budget"},
+      {"TrainingJobOptions.memory_budget", "memory.budget"},
       {"the memory budget", "memory.budget"},
       {"GptOptions.context", "gpt.context"},
       {"GptOptions.layers", "gpt.layers"},

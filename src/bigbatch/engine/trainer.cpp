@@ -297,15 +297,23 @@ WindowResult Trainer::run_window(GradientAccumulator& accumulator, WindowFeed& f
   while (true) {
     try {
       accumulate_window(accumulator, feed, window);
-    } catch (const c10::OutOfMemoryError&) {
+    } catch (const c10::OutOfMemoryError& error) {
       // From forward, backward or gathering a batch (on the prefetch worker or not): the window
       // starts over from its first micro-batch with half the micro-batch. No sample is skipped
       // or counted twice, and the window gradient is the same sum as before. Under data
       // parallel abort_window() tells the other ranks, which restart the window with it.
       accumulator.abort_window();
       memory::release_cached_memory(device_);
-      if (!options_.retry_on_oom() || plan_.micro_batch == 1)
+      if (!options_.retry_on_oom())
         throw;
+      if (plan_.micro_batch == 1) {
+        C10_THROW_ERROR(
+            OutOfMemoryError,
+            cat("out of memory at micro-batch 1 in step ", accumulator.steps_taken() + 1,
+                ", the smallest there is; raise the memory budget or recompute "
+                "activations in backward (checkpointing). ",
+                error.what_without_backtrace()));
+      }
       restart_window(accumulator, feed, window, world_size_ > 1 ? cat(" on rank ", rank_) : "");
       rng_at_start.restore();
       continue;
@@ -409,8 +417,27 @@ metrics::EvalRecord Trainer::evaluate() {
   std::optional<IntraOpThreadsOnThisThread> threads;
   if (options_.evaluation_threads() > 0)
     threads.emplace(static_cast<int>(options_.evaluation_threads()));
-  return engine::evaluate({setup_.model, setup_.objective, setup_.val_data, options_.eval_samples(),
-                           plan_.micro_batch, steps_taken_, communicator_});
+  while (true) {
+    const int64_t batch =
+        eval_batch_limit_ > 0 ? std::min(plan_.micro_batch, eval_batch_limit_) : plan_.micro_batch;
+    try {
+      return engine::evaluate({setup_.model, setup_.objective, setup_.val_data,
+                               options_.eval_samples(), batch, steps_taken_, communicator_});
+    } catch (const c10::OutOfMemoryError& error) {
+      // Before the sums are all-reduced: each rank retries on its own, as the loss is a sum.
+      memory::release_cached_memory(device_);
+      if (!options_.retry_on_oom() || batch == 1) {
+        throw std::runtime_error(cat("out of memory in the evaluation after optimizer step ",
+                                     steps_taken_, " (", batch,
+                                     " samples a forward pass, no gradients); raise the memory "
+                                     "budget. ",
+                                     error.what_without_backtrace()));
+      }
+      eval_batch_limit_ = batch / 2;
+      notify(cat("out of memory in the evaluation after optimizer step ", steps_taken_, " at ",
+                 batch, " samples a pass; evaluating at ", eval_batch_limit_));
+    }
+  }
 }
 
 void Trainer::report_eval(metrics::EvalRecord record) {

@@ -255,6 +255,8 @@ class Trainer {
   TrainingSetup setup_;
   TrainerOptions options_;
   Plan plan_;  ///< a copy: the micro-batch can shrink after running out of memory
+  /// The most samples an evaluation pass takes after one ran out of memory; 0: no limit.
+  int64_t eval_batch_limit_ = 0;
   /// Where the model is (core::device_of): batches are moved there, its memory is reported.
   torch::Device device_{torch::kCPU};
   std::unique_ptr<BatchTransfer> transfer_;  ///< batches to device_

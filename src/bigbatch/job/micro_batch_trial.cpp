@@ -6,14 +6,19 @@
 
 namespace bigbatch::job {
 
-int64_t optimizer_state_bytes(const engine::OptimizerOptions& optimizer,
-                              const torch::nn::Module& module) {
-  int64_t parameter_bytes = 0;
-  // Frozen parameters (adapters' base weights) get no state.
+int64_t trainable_parameter_bytes(const torch::nn::Module& module) {
+  int64_t bytes = 0;
+  // Frozen parameters (adapters' base weights) get no gradient and no state.
   for (const torch::Tensor& parameter : module.parameters()) {
     if (parameter.requires_grad())
-      parameter_bytes += parameter.numel() * static_cast<int64_t>(parameter.element_size());
+      bytes += parameter.numel() * static_cast<int64_t>(parameter.element_size());
   }
+  return bytes;
+}
+
+int64_t optimizer_state_bytes(const engine::OptimizerOptions& optimizer,
+                              const torch::nn::Module& module) {
+  const int64_t parameter_bytes = trainable_parameter_bytes(module);
   if (optimizer.kind() == engine::OptimizerKind::kAdamW)
     return 2 * parameter_bytes;
   return optimizer.momentum() > 0 ? parameter_bytes : 0;

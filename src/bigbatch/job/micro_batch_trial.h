@@ -13,6 +13,9 @@
 
 namespace bigbatch::job {
 
+/// Bytes of the trainable parameters: what their gradients take in a window.
+int64_t trainable_parameter_bytes(const torch::nn::Module& module);
+
 /// Bytes of optimizer state that exist from the first step on: two moments per trainable
 /// parameter (AdamW) or one momentum buffer (SGD with momentum); frozen parameters have none.
 int64_t optimizer_state_bytes(const engine::OptimizerOptions& optimizer,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/device.h"
 #include "bigbatch/core/threads.h"
@@ -75,6 +76,25 @@ std::unique_ptr<dist::Communicator> join(const std::optional<dist::WorkerEnviron
                            .backend(options.dist_backend));
 }
 
+/// Refuses a memory budget below what every step holds whatever its micro-batch: the tensors in
+/// use now (parameters, buffers), the gradients and the optimizer state.
+void check_budget_holds_training_state(const TrainingJobOptions& options, const Workload& w) {
+  if (options.memory_budget <= 0)
+    return;
+  const int64_t in_use = memory::current_bytes(options.device);
+  const int64_t gradients = trainable_parameter_bytes(*w.module);
+  const int64_t state = optimizer_state_bytes(options.optimizer, *w.module);
+  const int64_t needed = in_use + gradients + state;
+  BB_CHECK_INPUT(options.memory_budget >= needed,
+                 "TrainingJobOptions.memory_budget = ", format_bytes(options.memory_budget),
+                 " cannot hold the training state: ", format_bytes(in_use),
+                 " in use at start (parameters, buffers), ", format_bytes(gradients),
+                 " of gradients and ", format_bytes(state), " of optimizer state make ",
+                 format_bytes(needed),
+                 " before any activation; raise it well above that, or train fewer parameters "
+                 "(adapters)");
+}
+
 /// The plan of the run, with epochs -> steps and, for auto_micro_batch on a new run, the trial
 /// under the budget, agreed over the ranks (the smallest size any rank can hold). Fills the
 /// steps, windows per epoch and search of `facts`.
@@ -93,6 +113,7 @@ engine::Plan resolve_run_plan(const TrainingJobOptions& options, const Workload&
           .windows_per_epoch();
   facts.steps =
       options.epochs > 0 ? options.epochs * facts.windows_per_epoch : options.trainer.total_steps();
+  check_budget_holds_training_state(options, w);
   memory::set_budget_bytes(options.device, options.memory_budget);
   if (!options.auto_micro_batch || resuming)
     return plan;

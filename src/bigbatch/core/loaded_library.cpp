@@ -6,8 +6,12 @@
 
 namespace bigbatch {
 
+void* loaded_symbol(const char* symbol) {
+  return dlsym(RTLD_DEFAULT, symbol);
+}
+
 std::optional<LoadedLibrary> library_providing(const char* symbol) {
-  void* address = dlsym(RTLD_DEFAULT, symbol);
+  void* address = loaded_symbol(symbol);
   Dl_info info{};
   if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr)
     return std::nullopt;

@@ -1,7 +1,6 @@
 #include "bigbatch/core/malloc_library.h"
 
 #include <c10/core/impl/alloc_cpu.h>
-#include <dlfcn.h>
 #include <gnu/libc-version.h>
 
 #include <filesystem>
@@ -71,9 +70,9 @@ MallocLibrary loaded_malloc() {
     return allocator;
   using Version = int (*)();
   using InHeap = bool (*)(const void*);
-  if (const auto version = reinterpret_cast<Version>(dlsym(RTLD_DEFAULT, "mi_version")))
+  if (const auto version = loaded_function<Version>("mi_version"))
     allocator.version = mimalloc_version(version());
-  if (const auto in_heap = reinterpret_cast<InHeap>(dlsym(RTLD_DEFAULT, "mi_is_in_heap_region"))) {
+  if (const auto in_heap = loaded_function<InHeap>("mi_is_in_heap_region")) {
     void* block = c10::alloc_cpu(64);
     allocator.serves_libtorch = in_heap(block);
     c10::free_cpu(block);

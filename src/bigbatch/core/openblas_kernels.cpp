@@ -1,12 +1,12 @@
 #include "bigbatch/core/openblas_kernels.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
+#include "bigbatch/core/loaded_library.h"
 #include "bigbatch/core/system_info.h"
 
 namespace bigbatch {
@@ -15,7 +15,7 @@ namespace {
 /// openblas_get_corename(), looked up at run time (LibTorch's BLAS is not always OpenBLAS).
 std::string loaded_openblas_core() {
   using GetString = char* (*)();
-  const auto get = reinterpret_cast<GetString>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const auto get = loaded_function<GetString>("openblas_get_corename");
   return get != nullptr ? std::string(get()) : std::string();
 }
 

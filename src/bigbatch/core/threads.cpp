@@ -1,11 +1,10 @@
 #include "bigbatch/core/threads.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <thread>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/loaded_library.h"
 
 namespace bigbatch {
 namespace {
@@ -16,11 +15,11 @@ using SetThreads = void (*)(int);
 using GetThreads = int (*)();
 
 SetThreads openblas_set() {
-  return reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  return loaded_function<SetThreads>("openblas_set_num_threads");
 }
 
 GetThreads openblas_get() {
-  return reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return loaded_function<GetThreads>("openblas_get_num_threads");
 }
 
 // MKL (linked into the PyTorch wheel's LibTorch) keeps its own thread count, which
@@ -30,7 +29,7 @@ GetThreads openblas_get() {
 using SetLocalThreads = int (*)(int);
 
 SetLocalThreads mkl_set_local() {
-  return reinterpret_cast<SetLocalThreads>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+  return loaded_function<SetLocalThreads>("MKL_Set_Num_Threads_Local");
 }
 
 /// Sets the calling thread's OpenMP threads (>= 1).
@@ -42,7 +41,7 @@ void set_openmp_threads_of_this_thread(int threads) {
   // in LibTorch, not through an inline header function, whose once-per-thread flag would be
   // this binary's copy. omp_set_num_threads is looked up at run time like OpenBLAS's functions.
   (void)at::get_num_threads();
-  if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+  if (const auto set = loaded_function<SetThreads>("omp_set_num_threads"))
     set(threads);
 }
 

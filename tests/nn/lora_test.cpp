@@ -75,7 +75,8 @@ TEST(Lora, OnlyAdaptersAndTheNamedTrainableModulesTrain) {
 TEST(Lora, TargetingMistakesAreNamed) {
   TinyModel model;
   EXPECT_EQ(testing::input_error_of([&] { apply_lora(*model, LoraOptions().targets({"k"})); }),
-            "LoraOptions.targets: \"k\" names no module of the model");
+            "LoraOptions.targets: \"k\" names no module of the model (layers that take one: "
+            "proj.q, proj.v)");
   EXPECT_EQ(testing::input_error_of([&] {
               apply_lora(*model, LoraOptions().targets({"q"}).trainable({"classifier"}));
             }),

@@ -1,5 +1,6 @@
 #include "bigbatch/nn/lora.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -15,6 +16,32 @@ namespace {
 /// Whether module `name` is what `pattern` names: the whole name or its last components.
 bool names(const std::string& name, const std::string& pattern) {
   return name == pattern || ends_with(name, "." + pattern);
+}
+
+/// The names of the layers that take an adapter, as targets would give them: each name after its
+/// last layer number ("attention.self.query" for "encoder.layer.0.attention.self.query"), once.
+std::string adaptable_names(torch::nn::Module& module) {
+  std::vector<std::string> seen;
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    if (item.value()->as<AdaptedLinear>() == nullptr)
+      continue;
+    const std::string& name = item.key();
+    // After the last component that is all digits, as long as something follows it.
+    size_t tail = 0;
+    for (size_t begin = 0, end = 0; end != std::string::npos; begin = end + 1) {
+      end = name.find('.', begin);
+      const std::string component =
+          name.substr(begin, end == std::string::npos ? end : end - begin);
+      if (end != std::string::npos && !component.empty() &&
+          component.find_first_not_of("0123456789") == std::string::npos)
+        tail = end + 1;
+    }
+    if (std::find(seen.begin(), seen.end(), name.substr(tail)) == seen.end())
+      seen.push_back(name.substr(tail));
+  }
+  if (seen.empty())
+    return "the model has no layer that takes an adapter";
+  return "layers that take one: " + join(seen, ", ");
 }
 
 void check_adapter(int64_t rank, double alpha, double dropout) {
@@ -115,7 +142,7 @@ std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions
     }
   }
   BB_CHECK_INPUT(unmatched.empty(), "LoraOptions.targets: \"", *unmatched.begin(),
-                 "\" names no module of the model");
+                 "\" names no module of the model (", adaptable_names(module), ")");
   BB_CHECK_INPUT(unmatched_trainable.empty(), "LoraOptions.trainable: \"",
                  *unmatched_trainable.begin(), "\" names no module of the model");
   for (torch::Tensor& p : module.parameters())

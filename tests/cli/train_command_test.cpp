@@ -209,6 +209,23 @@ std::vector<nlohmann::json> window_records(const std::string& run_dir) {
   return windows;
 }
 
+TEST_F(TrainCommand, TheLearningRateFollowsTheScheduleKindOncePerStep) {
+  const std::string out = run_dir("linear");
+  const Result r = run("train " + corpus_arg() + kTinyGpt +
+                       " -s schedule.kind=warmup_linear -s schedule.warmup_steps=1 "
+                       "-s schedule.min_lr_ratio=0 --steps 4 --run-dir " +
+                       out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto windows = window_records(out);
+  ASSERT_EQ(windows.size(), 4u);
+  const double peak = windows[0]["lr"].get<double>();
+  const std::vector<double> expected = {1.0, 1.0, 2.0 / 3.0, 1.0 / 3.0};
+  for (size_t i = 0; i < windows.size(); ++i)
+    EXPECT_NEAR(windows[i]["lr"].get<double>(), expected[i] * peak, 1e-12 * peak) << i;
+  expect_input_error(run("train -s schedule.kind=linear --run-dir " + run_dir("x")),
+                     "schedule.kind", run_dir("x"));
+}
+
 TEST_F(TrainCommand, DynamicLossScalingTrainsAndReportsTheScale) {
   const std::string out = run_dir("scaled");
   const Result r = run("train " + corpus_arg() + kTinyGpt +

@@ -288,7 +288,11 @@ void read_optimization(ConfigReader& c, TrainConfig& t) {
   t.job.schedule
       .kind(engine::parse_schedule_kind(
           c.get_choice("schedule.kind", engine::to_string(t.job.schedule.kind()),
-                       {"constant", "warmup_cosine"}, "learning-rate shape over the run"),
+                       {"constant", "warmup_cosine", "warmup_linear", "warmup_constant"},
+                       "learning-rate shape over the run: warmup_* rise linearly over "
+                       "schedule.warmup_steps, then fall to min_lr_ratio x peak by the last step "
+                       "as a half cosine or a straight line, or stay at the peak; constant has no "
+                       "warmup"),
           "schedule.kind"))
       .warmup_steps(c.get_int("schedule.warmup_steps", t.job.schedule.warmup_steps(),
                               "optimizer steps of linear warmup"))

@@ -2,22 +2,60 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
 
 namespace bigbatch::engine {
 
+namespace {
+
+const std::vector<std::pair<ScheduleKind, std::string>>& schedule_names() {
+  static const std::vector<std::pair<ScheduleKind, std::string>> names = {
+      {ScheduleKind::kConstant, "constant"},
+      {ScheduleKind::kWarmupCosine, "warmup_cosine"},
+      {ScheduleKind::kWarmupLinear, "warmup_linear"},
+      {ScheduleKind::kWarmupConstant, "warmup_constant"},
+  };
+  return names;
+}
+
+}  // namespace
+
 ScheduleKind parse_schedule_kind(const std::string& text, const std::string& field) {
-  if (text == "constant")
-    return ScheduleKind::kConstant;
-  if (text == "warmup_cosine")
-    return ScheduleKind::kWarmupCosine;
-  throw InputError(cat(field, " = \"", text,
-                       "\" is not a schedule; expected \"constant\" or \"warmup_cosine\""));
+  std::vector<std::string> expected;
+  for (const auto& [kind, name] : schedule_names()) {
+    if (text == name)
+      return kind;
+    expected.push_back("\"" + name + "\"");
+  }
+  throw InputError(
+      cat(field, " = \"", text, "\" is not a schedule; expected one of ", join(expected, ", ")));
 }
 
 std::string to_string(ScheduleKind kind) {
-  return kind == ScheduleKind::kConstant ? "constant" : "warmup_cosine";
+  for (const auto& [known, name] : schedule_names()) {
+    if (known == kind)
+      return name;
+  }
+  return "?";
+}
+
+std::string describe(const LrScheduleOptions& options) {
+  const std::string after = cat(options.warmup_steps(), " warmup steps, then ");
+  switch (options.kind()) {
+    case ScheduleKind::kConstant:
+      return "the peak lr from the first step (no warmup)";
+    case ScheduleKind::kWarmupConstant:
+      return after + "the peak lr";
+    case ScheduleKind::kWarmupLinear:
+      return cat(after, "a straight line to lr x ", options.min_lr_ratio());
+    case ScheduleKind::kWarmupCosine:
+      break;
+  }
+  return cat(after, "a half cosine to lr x ", options.min_lr_ratio());
 }
 
 LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
@@ -39,10 +77,15 @@ double LrSchedule::lr_at(int64_t step) const {
   if (step < warmup) {
     return peak * static_cast<double>(step + 1) / static_cast<double>(warmup);
   }
+  if (options_.kind() == ScheduleKind::kWarmupConstant)
+    return peak;
   const double span = static_cast<double>(std::max<int64_t>(1, options_.total_steps() - warmup));
   const double progress = std::min(1.0, static_cast<double>(step - warmup) / span);
   const double ratio = options_.min_lr_ratio();
-  return peak * (ratio + (1.0 - ratio) * 0.5 * (1.0 + std::cos(M_PI * progress)));
+  const double falling = options_.kind() == ScheduleKind::kWarmupLinear
+                             ? 1.0 - progress
+                             : 0.5 * (1.0 + std::cos(M_PI * progress));
+  return peak * (ratio + (1.0 - ratio) * falling);
 }
 
 }  // namespace bigbatch::engine

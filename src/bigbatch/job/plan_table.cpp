@@ -164,8 +164,7 @@ void add_optimization_section(Table& table, const TrainingJobOptions& options, c
                 engine::to_string(engine::resolve_optimizer_kernel(optim.kernel())), " kernel")
           : cat("momentum ", optim.momentum(), ", weight decay ", optim.weight_decay()));
   table.add("schedule", engine::to_string(options.schedule.kind()),
-            cat(options.schedule.warmup_steps(), " warmup steps, final lr x",
-                options.schedule.min_lr_ratio()));
+            engine::describe(options.schedule));
   table.add("max_grad_norm", cat(options.trainer.max_grad_norm()),
             "clipping of the window gradient");
   add_nonfinite_rows(table, options);

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "bigbatch/core/device.h"
 #include "bigbatch/core/threads.h"
@@ -14,6 +13,7 @@
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/fp32_matmul.h"
 #include "cli/cli_support.h"
+#include "cli/run_records.h"
 #include "support/test_support.h"
 
 namespace bigbatch {
@@ -48,23 +48,14 @@ TEST_F(TrainCommand, TrainsAndWritesAFinishedRunDirectory) {
   for (const char* file : {"config.toml", "plan.txt", "metrics.jsonl", "summary.json"}) {
     EXPECT_TRUE(fs::exists(fs::path(out) / file)) << file;
   }
-  std::istringstream metrics(testing::read_file(fs::path(out) / "metrics.jsonl"));
-  std::string line;
-  int windows = 0;
-  int evals = 0;
-  while (std::getline(metrics, line)) {
-    const auto record = nlohmann::json::parse(line);
-    if (record["type"] == "window") {
-      ++windows;
-      EXPECT_EQ(record["step"], windows);
-      EXPECT_EQ(record["samples"], 16);
-      EXPECT_EQ(record["micro_batches"], 4);
-    } else {
-      ++evals;
-    }
+  const std::vector<nlohmann::json> windows = records(out, "window");
+  ASSERT_EQ(windows.size(), 4u);
+  for (size_t i = 0; i < windows.size(); ++i) {
+    EXPECT_EQ(windows[i]["step"], i + 1);
+    EXPECT_EQ(windows[i]["samples"], 16);
+    EXPECT_EQ(windows[i]["micro_batches"], 4);
   }
-  EXPECT_EQ(windows, 4);
-  EXPECT_EQ(evals, 3);  // before training, after step 2, after step 4
+  EXPECT_EQ(records(out, "eval").size(), 3u);  // before training, after step 2, after step 4
   const auto summary = nlohmann::json::parse(testing::read_file(fs::path(out) / "summary.json"));
   EXPECT_EQ(summary["finished"], true);
   EXPECT_EQ(summary["steps"], 4);
@@ -146,12 +137,7 @@ TEST_F(TrainCommand, AutoMicroBatchFitsTheBudgetAndKeepsTheGlobalBatch) {
                        out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("micro_batch auto"), std::string::npos) << r.output;
-  std::istringstream metrics(testing::read_file(fs::path(out) / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(metrics, line)) {
-    const auto record = nlohmann::json::parse(line);
-    if (record["type"] != "window")
-      continue;
+  for (const nlohmann::json& record : records(out, "window")) {
     EXPECT_EQ(record["samples"], 64);
     EXPECT_LT(record["micro_batch"].get<int64_t>(), 64);
     EXPECT_LE(record["peak_bytes"].get<int64_t>(), 40 << 20);
@@ -196,19 +182,6 @@ TEST_F(TrainCommand, ABudgetTooSmallForTheStateOrForOneSampleIsAClearError) {
   EXPECT_EQ(r.output.find("Exception raised from"), std::string::npos) << r.output;  // no trace
 }
 
-/// The window records of a run's metrics.jsonl.
-std::vector<nlohmann::json> window_records(const std::string& run_dir) {
-  std::istringstream metrics(testing::read_file(fs::path(run_dir) / "metrics.jsonl"));
-  std::vector<nlohmann::json> windows;
-  std::string line;
-  while (std::getline(metrics, line)) {
-    const auto record = nlohmann::json::parse(line);
-    if (record["type"] == "window")
-      windows.push_back(record);
-  }
-  return windows;
-}
-
 TEST_F(TrainCommand, TheLearningRateFollowsTheScheduleKindOncePerStep) {
   const std::string out = run_dir("linear");
   const Result r = run("train " + corpus_arg() + kTinyGpt +
@@ -216,7 +189,7 @@ TEST_F(TrainCommand, TheLearningRateFollowsTheScheduleKindOncePerStep) {
                        "-s schedule.min_lr_ratio=0 --steps 4 --run-dir " +
                        out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto windows = window_records(out);
+  const auto windows = records(out, "window");
   ASSERT_EQ(windows.size(), 4u);
   const double peak = windows[0]["lr"].get<double>();
   const std::vector<double> expected = {1.0, 1.0, 2.0 / 3.0, 1.0 / 3.0};
@@ -237,7 +210,7 @@ TEST_F(TrainCommand, DynamicLossScalingTrainsAndReportsTheScale) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("scale 2048"), std::string::npos) << r.output;  // step 4 used 2048
-  const auto windows = window_records(out);
+  const auto windows = records(out, "window");
   ASSERT_EQ(windows.size(), 4u);
   for (size_t i = 0; i < windows.size(); ++i) {
     EXPECT_EQ(windows[i]["loss_scale"], 1024.0 * (1 << (i / 2))) << i;
@@ -264,7 +237,7 @@ TEST_F(TrainCommand, OverflowingScaleSkipsWindowsVisiblyAndCanStopTheRun) {
   const int64_t skipped = summary["skipped_steps"].get<int64_t>();
   EXPECT_GE(skipped, 13);
   EXPECT_EQ(summary["final_loss_scale"].get<double>(), std::ldexp(1.0, 140 - skipped));
-  const auto windows = window_records(out);
+  const auto windows = records(out, "window");
   ASSERT_EQ(windows.size(), static_cast<size_t>(2 + skipped));
   EXPECT_EQ(windows[0]["skipped"], true);
   EXPECT_EQ(windows[0]["skip_reason"], "nonfinite_gradient");

@@ -2,11 +2,15 @@
 // every bad input with exit code 2.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bigbatch/cli/predict_command.h"
 #include "bigbatch/data/fortune_collections.h"
 #include "bigbatch/data/idx.h"
+#include "bigbatch/io/safetensors.h"
 #include "bigbatch/models/model_export.h"
 #include "bigbatch/models/sampling.h"
 #include "cli/cli_support.h"
@@ -17,6 +21,7 @@
 namespace bigbatch {
 namespace {
 
+namespace fs = std::filesystem;
 using models::ModelKind;
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -89,6 +94,42 @@ TEST_F(InferenceCommands, GenerateRejectsOtherModelsAndBadOptions) {
   result = run("generate " + gpt);
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.output.find("--prompt is required"), std::string::npos) << result.output;
+}
+
+TEST_F(InferenceCommands, GenerateNeverDrawsTheRowsOfAVocabularyPaddedBeyondTheTokenizer) {
+  // tiny-llama with 100 more embedding and head rows than its tokenizer has ids (as Qwen2 and
+  // Pythia pad theirs): nearly uniform draws over 558 ids would soon take one without a token.
+  const fs::path model = dir_.path() / "padded-llama";
+  fs::copy(std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/tiny-llama", model,
+           fs::copy_options::recursive);
+  io::Safetensors weights = io::read_safetensors((model / "model.safetensors").string());
+  torch::manual_seed(3);
+  for (auto& [name, tensor] : weights.tensors) {
+    if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
+      tensor = torch::cat({tensor, torch::randn({100, tensor.size(1)})});  // (558, 32)
+  }
+  io::write_safetensors((model / "model.safetensors").string(), weights.tensors);
+  nlohmann::json config = nlohmann::json::parse(testing::read_file(model / "config.json"));
+  config["vocab_size"] = 558;
+  std::ofstream(model / "config.json") << config.dump();
+
+  const Result generated = run("generate " + model.string() +
+                               " --prompt the --max-new-bytes 200 --temperature 100 --top-k 0");
+  EXPECT_EQ(generated.exit_code, 0) << generated.output;
+  EXPECT_EQ(generated.output.rfind("the", 0), 0u) << generated.output;
+  EXPECT_EQ(generated.output.find("out of range"), std::string::npos) << generated.output;
+
+  // The sample at the end of a training run draws the same way.
+  const fs::path corpus = dir_.write("corpus.txt", small_corpus());
+  const Result trained =
+      run("train -s model.kind=hf -s model.path=" + model.string() +
+          " -s data.path=" + corpus.string() +
+          " -s hf.context=24 -s batch.global_batch=4 -s batch.micro_batch=4 -s train.steps=1 "
+          "-s sample.bytes=200 -s sample.temperature=100 -s sample.top_k=0 "
+          "--run-dir " +
+          path("run"));
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_TRUE(fs::exists(path("run") + "/summary.json")) << trained.output;
 }
 
 TEST_F(InferenceCommands, PredictClassifiesIdxImagesRawAndGzipped) {

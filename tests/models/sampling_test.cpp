@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,28 @@ TEST(GenerateIds, FeedsTheLastContextIdsAndStopsAfterTheStopId) {
   EXPECT_EQ(seen_lengths, (std::vector<int64_t>{1, 2, 3, 3, 3, 3}));
   EXPECT_EQ(generate_ids(forward, {7}, 3, greedy, /*stop=*/3), (std::vector<int64_t>{2, 3}));
   EXPECT_THROW(generate_ids(forward, {}, 3, greedy), InputError);
+}
+
+TEST(GenerateIds, NeverDrawsAnIdAtOrAboveDrawableIds) {
+  // Logits (1, T, 8) that favour ids 6 and 7 (a padded vocabulary's rows) over everything else.
+  const auto forward = [](const torch::Tensor& ids) {
+    torch::Tensor logits = torch::zeros({1, ids.size(1), 8});
+    logits.select(2, 6).fill_(30.0);
+    logits.select(2, 7).fill_(30.0);
+    logits.select(2, 2).fill_(1.0);
+    return logits;
+  };
+  const SampleOptions options = SampleOptions().top_k(0).max_new_bytes(50).temperature(1.0);
+  const std::vector<int64_t> padded = generate_ids(forward, {0}, 4, options);
+  EXPECT_GE(*std::min_element(padded.begin(), padded.end()), 6);  // the padding wins unlimited
+  const std::vector<int64_t> drawn =
+      generate_ids(forward, {0}, 4, SampleOptions(options).drawable_ids(6));
+  EXPECT_LT(*std::max_element(drawn.begin(), drawn.end()), 6);
+  EXPECT_NE(std::count(drawn.begin(), drawn.end(), 2), 0);
+  // Greedy as well: the best drawable id, not a padded one.
+  EXPECT_EQ(
+      generate_ids(forward, {0}, 4, SampleOptions().top_k(1).max_new_bytes(2).drawable_ids(6)),
+      (std::vector<int64_t>{2, 2}));
 }
 
 TEST(GenerateIds, CastsEachWeightOnceForAllTheSteps) {

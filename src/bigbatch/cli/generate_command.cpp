@@ -34,9 +34,10 @@ int generate_hf(const GenerateOptions& options, std::ostream& out) {
   const std::optional<int64_t> eos = tokenizer->special_tokens().eos;
   if (ids.empty())
     ids.push_back(eos.value_or(0));
-  const std::vector<int64_t> generated =
-      models::generate_ids([&model](const torch::Tensor& inputs) { return model.forward(inputs); },
-                           ids, model.max_positions(), sample_options(options), eos);
+  // Ids the tokenizer has no token for (a vocabulary padded beyond it) are never drawn.
+  const std::vector<int64_t> generated = models::generate_ids(
+      [&model](const torch::Tensor& inputs) { return model.forward(inputs); }, ids,
+      model.max_positions(), sample_options(options).drawable_ids(tokenizer->vocab_size()), eos);
   out << options.prompt << tokenizer->decode(generated) << "\n";
   return 0;
 }

@@ -52,6 +52,8 @@ std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch:
     const torch::Tensor inputs =
         torch::tensor(window, torch::kLong).unsqueeze(0).to(device);               // (1, T)
     torch::Tensor logits = forward(inputs)[0][-1].to(torch::kCPU, torch::kFloat);  // (vocab)
+    if (options.drawable_ids() > 0 && options.drawable_ids() < logits.size(0))
+      logits = logits.slice(0, 0, options.drawable_ids());  // (drawable_ids)
     logits = keep_top_k(logits / options.temperature(), options.top_k());
     const torch::Tensor probs = torch::softmax(logits, /*dim=*/-1);  // (vocab)
     const int64_t next =

@@ -21,6 +21,9 @@ struct SampleOptions {
   TORCH_ARG(int64_t, top_k) = 40;
   /// Seed of the private generator; the same seed gives the same text.
   TORCH_ARG(uint64_t, seed) = 1;
+  /// Only ids below this can be drawn (a tokenizer's size, where the model's vocabulary is padded
+  /// beyond the ids it has tokens for: Qwen2, Pythia); <= 0 (or >= vocab) keeps all of them.
+  TORCH_ARG(int64_t, drawable_ids) = 0;
 };
 
 /// Continues `prompt` byte by byte and returns prompt + exactly max_new_bytes new bytes.

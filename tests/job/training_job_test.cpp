@@ -110,6 +110,30 @@ TEST(TrainingJob, WritesAFinishedRunDirectory) {
   EXPECT_LT(result.summary.last_val_loss, result.summary.first_val_loss);
 }
 
+TEST(TrainingJob, ASampleThatFailsIsReportedAndTheRunStillFinishes) {
+  const testing::TempDir dir;
+  const fs::path run_dir = dir.path() / "run";
+  job::TrainingJobOptions options = small_options(run_dir);
+  options.trainer.total_steps(2).checkpoint_every(0);
+  const auto failing_sample = [] {
+    job::Workload w = four_class_workload();
+    w.generate_sample = []() -> std::string {
+      C10_THROW_ERROR(IndexError, "index 510 is out of bounds");  // a LibTorch error
+    };
+    w.sample_heading = "sample";
+    return w;
+  };
+  std::ostringstream out;
+  const job::JobResult result = job::TrainingJob(options, failing_sample).run(out);
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_NE(out.str().find("note: no sample: index 510 is out of bounds\n"), std::string::npos)
+      << out.str();
+  EXPECT_EQ(out.str().find("Exception raised from"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("finished 2 steps"), std::string::npos) << out.str();
+  EXPECT_TRUE(fs::exists(run_dir / "summary.json"));
+  EXPECT_TRUE(fs::exists(run_dir / "charts/loss.svg"));
+}
+
 /// Raises SIGTERM after optimizer step `at`, as a user's Ctrl-C or a scheduler's stop would.
 class SignalAfterStep : public metrics::MetricsSink {
  public:

@@ -1,7 +1,5 @@
 #include "bigbatch/cli/app.h"
 
-#include <c10/util/Exception.h>
-
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <functional>
@@ -19,6 +17,7 @@
 #include "bigbatch/cli/reproduce_command.h"
 #include "bigbatch/cli/train_command.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/error_message.h"
 
 namespace bigbatch::cli {
 
@@ -262,14 +261,9 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     out.flush();
     err << "error: " << with_config_keys(error.what()) << "\n";
     return 2;
-  } catch (const c10::Error& error) {
-    // LibTorch's own errors carry a C++ backtrace that says nothing to a user.
-    out.flush();
-    err << "error: " << with_config_keys(error.what_without_backtrace()) << "\n";
-    return 1;
   } catch (const std::exception& error) {
     out.flush();
-    err << "error: " << with_config_keys(error.what()) << "\n";
+    err << "error: " << with_config_keys(message_of(error)) << "\n";
     return 1;
   }
 }

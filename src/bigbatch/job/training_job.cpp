@@ -10,6 +10,7 @@
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/device.h"
+#include "bigbatch/core/error_message.h"
 #include "bigbatch/core/threads.h"
 #include "bigbatch/dist/agreement.h"
 #include "bigbatch/dist/local_communicator.h"
@@ -203,9 +204,15 @@ JobResult finish(const TrainingJobOptions& options, const PreparedRun& run,
   }
   const Workload& w = run.workload;
   if (w.generate_sample) {
-    const nn::AutocastGuard autocast(options.precision, options.device.type());
-    result.sample = w.generate_sample();
-    out << "\n" << w.sample_heading << ":\n" << result.sample << "\n";
+    // The run is trained and checkpointed: a sample that fails is reported, and the summary and
+    // charts are written all the same.
+    try {
+      const nn::AutocastGuard autocast(options.precision, options.device.type());
+      result.sample = w.generate_sample();
+      out << "\n" << w.sample_heading << ":\n" << result.sample << "\n";
+    } catch (const std::exception& error) {
+      out << "\nnote: no sample: " << message_of(error) << "\n";
+    }
   }
   write_run_charts({run_dir}, run_dir + "/charts");
   write_summary(run_dir, summary, result.sample);

@@ -57,7 +57,9 @@ TEST(InstructionRecords, BadLinesAreNamedWithTheirNumber) {
     return input_error_of([&] { read_instruction_records(path); });
   };
   EXPECT_THAT(error_of("{\"prompt\": \"a\", \"response\": \"b\"}\n{oops\n"),
-              HasSubstr("bad.jsonl:2: not a JSON object"));
+              HasSubstr("bad.jsonl:2: not valid JSON ([json.exception.parse_error.101]"));
+  EXPECT_THAT(error_of("[\"prompt\", \"response\"]\n"),
+              HasSubstr("bad.jsonl:1: not a JSON object but array"));
   EXPECT_THAT(error_of("{\"prompt\": \"a\"}\n"),
               HasSubstr("bad.jsonl:1: needs a string field \"response\""));
   EXPECT_THAT(error_of("{\"prompt\": 3, \"response\": \"b\"}\n"),

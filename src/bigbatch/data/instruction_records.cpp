@@ -45,9 +45,13 @@ std::vector<InstructionRecord> read_instruction_records(const std::string& path)
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
     const std::string where = cat(path, ":", number);
-    nlohmann::ordered_json record =
-        nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
-    BB_CHECK_INPUT(record.is_object(), where, ": not a JSON object");
+    nlohmann::ordered_json record;
+    try {
+      record = nlohmann::ordered_json::parse(line);
+    } catch (const nlohmann::json::parse_error& error) {
+      throw InputError(cat(where, ": not valid JSON (", error.what(), ")"));
+    }
+    BB_CHECK_INPUT(record.is_object(), where, ": not a JSON object but ", record.type_name());
     if (record.contains("messages")) {
       check_chat(record, where);
       InstructionRecord chat;

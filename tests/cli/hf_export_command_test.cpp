@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bigbatch/io/safetensors.h"
 #include "cli/cli_support.h"
 #include "support/test_support.h"
 
@@ -49,6 +50,13 @@ TEST(HfExportCommand, TheMergedExportGeneratesWhatTheTrainedModelSampled) {
   const Result peft = run("export " + run_dir + " --out " + adapter + " --format peft");
   ASSERT_EQ(peft.exit_code, 0) << peft.output;
   EXPECT_TRUE(fs::exists(adapter + "/adapter_model.safetensors"));
+  // The count it prints is what the adapter file holds.
+  int64_t adapter_parameters = 0;
+  for (const auto& [name, tensor] :
+       io::read_safetensors(adapter + "/adapter_model.safetensors").tensors)
+    adapter_parameters += tensor.numel();
+  EXPECT_THAT(peft.output,
+              HasSubstr("(" + std::to_string(adapter_parameters) + " adapter parameters of its "));
   const auto config = nlohmann::json::parse(testing::read_file(adapter + "/adapter_config.json"));
   EXPECT_EQ(config["task_type"], "CAUSAL_LM");
   EXPECT_EQ(config["fan_in_fan_out"], true);

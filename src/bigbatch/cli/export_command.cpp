@@ -55,10 +55,13 @@ int export_hf(const ExportCommandOptions& options, const engine::LoadedCheckpoin
   } catch (const InputError& error) {
     throw InputError(with_names_replaced(error.what(), export_flags()));
   }
-  out << "exported " << parts.model.model_type << " (" << models::parameter_count(*workload.module)
-      << " parameters" << (format == "peft" ? ", adapters only" : "") << ") from "
-      << checkpoint.path << " (optimizer step " << checkpoint.state.summary.steps << ") to "
-      << options.out << ":";
+  const int64_t all = models::parameter_count(*workload.module);
+  out << "exported " << parts.model.model_type << " ("
+      << (format == "peft" ? cat(models::trainable_parameter_count(*workload.module),
+                                 " adapter parameters of its ", all)
+                           : cat(all, " parameters"))
+      << ") from " << checkpoint.path << " (optimizer step " << checkpoint.state.summary.steps
+      << ") to " << options.out << ":";
   for (const std::string& file : written)
     out << " " << file;
   out << "\n";

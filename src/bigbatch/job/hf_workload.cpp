@@ -17,6 +17,7 @@
 #include "bigbatch/data/token_datasets.h"
 #include "bigbatch/job/concurrency_choice.h"
 #include "bigbatch/models/hf_model.h"
+#include "bigbatch/models/model_info.h"
 #include "bigbatch/nn/mode_guard.h"
 #include "bigbatch/text/conversation.h"
 #include "bigbatch/text/tokenizer.h"
@@ -233,11 +234,8 @@ std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter)
 
 /// "1,234 of 5,678 (21.7%)": trainable parameters of all.
 std::string trainable_share(const torch::nn::Module& module) {
-  int64_t all = 0, trainable = 0;
-  for (const torch::Tensor& p : module.parameters()) {
-    all += p.numel();
-    trainable += p.requires_grad() ? p.numel() : 0;
-  }
+  const int64_t all = models::parameter_count(module);
+  const int64_t trainable = models::trainable_parameter_count(module);
   return cat(group_thousands(trainable), " of ", group_thousands(all), " (",
              format_fixed(100.0 * static_cast<double>(trainable) / static_cast<double>(all), 2),
              "%)");

@@ -113,6 +113,9 @@ TEST_F(TrainCommand, ConfigMistakesAreInputErrors) {
   expect_input_error(run("train --config /nonexistent.toml --run-dir " + out),
                      "/nonexistent.toml does not exist", out);
   expect_input_error(run("train -s optim.name=adam --run-dir " + out), "optim.name", out);
+  // --steps 0 is train.steps = 0 (train.epochs decides), not the default number of steps.
+  expect_input_error(run("train --steps 0 --run-dir " + out),
+                     "train.steps and train.epochs are both 0", out);
 }
 
 TEST_F(TrainCommand, ImpossibleBatchSettingsAreInputErrors) {

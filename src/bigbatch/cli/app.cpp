@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bigbatch/cli/bench_memory_command.h"
@@ -41,7 +42,7 @@ void add_config_options(CLI::App& command, TrainCommandOptions& options) {
 Subcommand add_train(CLI::App& app) {
   struct TrainLine {
     TrainCommandOptions options;
-    int64_t steps = 0;
+    std::optional<int64_t> steps;  // given, 0 included (train.steps = 0: train.epochs decides)
     std::string run_dir;
   };
   auto line = std::make_shared<TrainLine>();
@@ -69,8 +70,8 @@ Subcommand add_train(CLI::App& app) {
                   "on resume, accept config changes that alter the later steps (micro_batch, "
                   "steps, epochs, memory.budget, on_nonfinite)");
   return {train, [line](std::ostream& out) {
-            if (line->steps != 0)
-              line->options.overrides.push_back("train.steps=" + std::to_string(line->steps));
+            if (line->steps)
+              line->options.overrides.push_back("train.steps=" + std::to_string(*line->steps));
             if (!line->run_dir.empty())
               line->options.overrides.push_back("train.run_dir=" + line->run_dir);
             return run_train(line->options, out);

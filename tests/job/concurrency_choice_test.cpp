@@ -99,8 +99,9 @@ TEST(ConcurrencyChoice, EachReasonForOneAtATimeIsNamed) {
   large.attention_keys = 1024;
   EXPECT_DOUBLE_EQ(job::pass_flops(large, 8), 6.0 * 1001000 * 8 * 1024);
   EXPECT_EQ(choice(options, large, eight_by_eight, 2),
-            "auto: one at a time: a pass is large (about 49 GFLOP, over the 20 of two at once in "
-            "fp32), a second one at once would add its activations for little");
+            "auto: one at a time: a pass is large (about 49 GFLOP as 6 x parameters x rows "
+            "estimates it, over the 20 of two at once in fp32), a second one at once would add "
+            "its activations for little");
   EXPECT_DOUBLE_EQ(job::pass_flops(free_model, 8), 6.0 * 20 * 8);  // no attention: 8 rows
   // Embedding tables read by index cost no FLOPs: 1,000,000 of them leave 1,000 parameters.
   large.lookup_parameters = 1000000;

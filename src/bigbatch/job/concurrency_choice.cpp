@@ -47,7 +47,8 @@ ConcurrencyChoice choose_concurrent_micro_batches(const TrainingJobOptions& opti
   const double most_flops = most_flops_for_concurrent_passes(options.precision, this_cpu_flags());
   if (flops > most_flops) {
     return one(cat("one at a time: a pass is large (about ", std::lround(flops / 1e9),
-                   " GFLOP, over the ", std::lround(most_flops / 1e9), " of two at once in ",
+                   " GFLOP as 6 x parameters x rows estimates it, over the ",
+                   std::lround(most_flops / 1e9), " of two at once in ",
                    nn::to_string(options.precision),
                    "), a second one at once would add its activations for little"));
   }

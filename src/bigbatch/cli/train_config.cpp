@@ -288,7 +288,7 @@ void read_optimization(ConfigReader& c, TrainConfig& t) {
   t.job.schedule
       .kind(engine::parse_schedule_kind(
           c.get_choice("schedule.kind", engine::to_string(t.job.schedule.kind()),
-                       {"constant", "warmup_cosine", "warmup_linear", "warmup_constant"},
+                       engine::schedule_kind_names(),
                        "learning-rate shape over the run: warmup_* rise linearly over "
                        "schedule.warmup_steps, then fall to min_lr_ratio x peak by the last step "
                        "as a half cosine or a straight line, or stay at the peak; constant has no "

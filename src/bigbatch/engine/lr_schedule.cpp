@@ -24,6 +24,13 @@ const std::vector<std::pair<ScheduleKind, std::string>>& schedule_names() {
 
 }  // namespace
 
+std::vector<std::string> schedule_kind_names() {
+  std::vector<std::string> names;
+  for (const auto& [kind, name] : schedule_names())
+    names.push_back(name);
+  return names;
+}
+
 ScheduleKind parse_schedule_kind(const std::string& text, const std::string& field) {
   std::vector<std::string> expected;
   for (const auto& [kind, name] : schedule_names()) {

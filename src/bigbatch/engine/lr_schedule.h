@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace bigbatch::engine {
 
@@ -21,6 +22,8 @@ enum class ScheduleKind {
 ScheduleKind parse_schedule_kind(const std::string& text, const std::string& field = "schedule");
 /// The config spelling of a schedule kind.
 std::string to_string(ScheduleKind kind);
+/// Every kind's config spelling, in declaration order.
+std::vector<std::string> schedule_kind_names();
 
 /// Settings of a schedule.
 struct LrScheduleOptions {

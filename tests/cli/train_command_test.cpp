@@ -162,8 +162,8 @@ TEST_F(TrainCommand, ABudgetTooSmallForTheStateOrForOneSampleIsAClearError) {
     expect_input_error(run(std::string("train -s memory.budget=5MiB -s batch.micro_batch=") +
                            micro_batch + " --run-dir " + run_dir("x")),
                        "memory.budget = 5.00 MiB cannot hold the training state: 3.31 MiB in use "
-                       "at start (parameters, buffers), 3.31 MiB of gradients and 6.62 MiB of "
-                       "optimizer state make 13.2 MiB before any activation",
+                       "at start (the model, and data held as tensors), 3.31 MiB of gradients "
+                       "and 6.62 MiB of optimizer state make 13.2 MiB before any activation",
                        run_dir("x"));
   }
   // Just above the state (13.23 MiB), under what one sample needs once AdamW's moments exist

@@ -89,9 +89,9 @@ void check_budget_holds_training_state(const TrainingJobOptions& options, const 
   BB_CHECK_INPUT(options.memory_budget >= needed,
                  "TrainingJobOptions.memory_budget = ", format_bytes(options.memory_budget),
                  " cannot hold the training state: ", format_bytes(in_use),
-                 " in use at start (parameters, buffers), ", format_bytes(gradients),
-                 " of gradients and ", format_bytes(state), " of optimizer state make ",
-                 format_bytes(needed),
+                 " in use at start (the model, and data held as tensors), ",
+                 format_bytes(gradients), " of gradients and ", format_bytes(state),
+                 " of optimizer state make ", format_bytes(needed),
                  " before any activation; raise it well above that, or train fewer parameters "
                  "(adapters)");
 }

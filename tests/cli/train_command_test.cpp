@@ -116,6 +116,8 @@ TEST_F(TrainCommand, ConfigMistakesAreInputErrors) {
   // --steps 0 is train.steps = 0 (train.epochs decides), not the default number of steps.
   expect_input_error(run("train --steps 0 --run-dir " + out),
                      "train.steps and train.epochs are both 0", out);
+  expect_input_error(run("train --steps -5 --run-dir " + out),
+                     "error: --steps -5 must be >= 0 (0: train.epochs decides)", out);
 }
 
 TEST_F(TrainCommand, ImpossibleBatchSettingsAreInputErrors) {

@@ -70,8 +70,11 @@ Subcommand add_train(CLI::App& app) {
                   "on resume, accept config changes that alter the later steps (micro_batch, "
                   "steps, epochs, memory.budget, on_nonfinite)");
   return {train, [line](std::ostream& out) {
-            if (line->steps)
+            if (line->steps) {
+              BB_CHECK_INPUT(*line->steps >= 0, "--steps ", *line->steps,
+                             " must be >= 0 (0: train.epochs decides)");
               line->options.overrides.push_back("train.steps=" + std::to_string(*line->steps));
+            }
             if (!line->run_dir.empty())
               line->options.overrides.push_back("train.run_dir=" + line->run_dir);
             return run_train(line->options, out);

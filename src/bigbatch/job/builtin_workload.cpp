@@ -182,8 +182,7 @@ Workload build_builtin_workload(const BuiltinModelOptions& options, const Loaded
   models::BuiltModel model = models::build_model(spec);  // in the spec's dtype
   // Initialised first all the same, so that the generator's later draws do not depend on it.
   if (!options.init_from.empty())
-    models::load_weights(*model.module, options.init_from,
-                         cat(models::to_string(spec.kind), " model"));
+    models::load_weights(*model.module, options.init_from, models::model_words(spec));
   models::set_checkpointing(model, options.checkpointing);
   w.module = model.module;
   w.model_spec = models::spec_to_json(spec);

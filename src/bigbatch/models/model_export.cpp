@@ -76,11 +76,6 @@ BuiltModel build_quietly(const ModelSpec& spec) {
   return built;
 }
 
-/// "gpt model", for error messages.
-std::string model_words(const ModelSpec& spec) {
-  return cat(to_string(spec.kind), " model");
-}
-
 /// Copies values[i] into the i-th of state_tensors(module), converting dtypes, without
 /// recording gradients.
 void copy_into(const torch::nn::Module& module, const std::vector<torch::Tensor>& values) {
@@ -92,6 +87,10 @@ void copy_into(const torch::nn::Module& module, const std::vector<torch::Tensor>
 }
 
 }  // namespace
+
+std::string model_words(const ModelSpec& spec) {
+  return cat(to_string(spec.kind), " model");
+}
 
 std::vector<io::NamedTensor> state_tensors(const torch::nn::Module& module) {
   std::vector<io::NamedTensor> tensors;

@@ -48,6 +48,9 @@ struct ExportedModel {
 /// of another shape or dtype (each naming the tensor, the expected and the found).
 ExportedModel load_exported(const std::string& path);
 
+/// "gpt model": how errors name a built-in model of `spec` (load_weights' `what`).
+std::string model_words(const ModelSpec& spec);
+
 /// Sets every parameter and buffer of `module` to the tensor of the same state_tensors name in the
 /// safetensors file `path`: an export (export_model) or any safetensors file of the module's state
 /// under PyTorch's names (a state_dict saved by safetensors.torch.save_file). Floating-point

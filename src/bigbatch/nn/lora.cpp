@@ -26,15 +26,13 @@ std::string adaptable_names(torch::nn::Module& module) {
     if (item.value()->as<AdaptedLinear>() == nullptr)
       continue;
     const std::string& name = item.key();
-    // After the last component that is all digits, as long as something follows it.
+    // After the last component that is all digits and has a dot after it.
     size_t tail = 0;
-    for (size_t begin = 0, end = 0; end != std::string::npos; begin = end + 1) {
-      end = name.find('.', begin);
-      const std::string component =
-          name.substr(begin, end == std::string::npos ? end : end - begin);
-      if (end != std::string::npos && !component.empty() &&
-          component.find_first_not_of("0123456789") == std::string::npos)
-        tail = end + 1;
+    for (size_t begin = 0, dot = name.find('.'); dot != std::string::npos;
+         begin = dot + 1, dot = name.find('.', begin)) {
+      const std::string component = name.substr(begin, dot - begin);
+      if (!component.empty() && component.find_first_not_of("0123456789") == std::string::npos)
+        tail = dot + 1;
     }
     if (std::find(seen.begin(), seen.end(), name.substr(tail)) == seen.end())
       seen.push_back(name.substr(tail));

@@ -45,6 +45,11 @@ TEST(HfExportCommand, TheMergedExportGeneratesWhatTheTrainedModelSampled) {
   const Result generated = run("generate " + merged + " --prompt the --max-new-bytes 12");
   ASSERT_EQ(generated.exit_code, 0) << generated.output;
   EXPECT_EQ(generated.output, summary["sample"].get<std::string>() + "\n");
+  // Without the KV cache every token is a forward of the whole window: the same text.
+  const Result uncached =
+      run("generate " + merged + " --prompt the --max-new-bytes 12 --no-kv-cache");
+  ASSERT_EQ(uncached.exit_code, 0) << uncached.output;
+  EXPECT_EQ(uncached.output, generated.output);
 
   const std::string adapter = (dir.path() / "adapter").string();
   const Result peft = run("export " + run_dir + " --out " + adapter + " --format peft");

@@ -144,6 +144,34 @@ TEST(GenerateIds, FeedsTheLastContextIdsAndStopsAfterTheStopId) {
   EXPECT_THROW(generate_ids(forward, {}, 3, greedy), InputError);
 }
 
+TEST(GenerateIds, FeedsThePromptThenEachNewIdToACachedModelUntilTheWindowSlides) {
+  std::vector<int64_t> cached_lengths, whole_lengths;
+  // Logits (1, T, 5) favouring id (position + 1) % 5, position counted from the window's start.
+  const auto logits = [](int64_t position, int64_t time) {
+    torch::Tensor out = torch::zeros({1, time, 5});
+    out[0][time - 1][(position + 1) % 5] = 10.0;
+    return out;
+  };
+  CausalLm model;
+  model.forward = [&](const torch::Tensor& ids) {
+    whole_lengths.push_back(ids.size(1));
+    return logits(ids.size(1), ids.size(1));
+  };
+  model.forward_cached = [&](const torch::Tensor& ids, KvCache& cache) {
+    cached_lengths.push_back(ids.size(1));
+    const torch::Tensor kv = torch::zeros({1, 1, ids.size(1), 2});  // (B, KV, T, D)
+    cache.extend(0, kv, kv);
+    cache.advance(ids.size(1));
+    return logits(cache.length(), ids.size(1));
+  };
+  const SampleOptions greedy = SampleOptions().top_k(1).max_new_bytes(6);
+  // Windows of 2, 3, 4, then 4 ids as it slides: the ids a whole forward each time gives.
+  EXPECT_EQ(generate_ids(model, {7, 7}, /*context=*/4, greedy),
+            (std::vector<int64_t>{3, 4, 0, 0, 0, 0}));
+  EXPECT_EQ(cached_lengths, (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(whole_lengths, (std::vector<int64_t>{4, 4, 4}));
+}
+
 TEST(GenerateIds, NeverDrawsAnIdAtOrAboveDrawableIds) {
   // Logits (1, T, 8) that favour ids 6 and 7 (a padded vocabulary's rows) over everything else.
   const auto forward = [](const torch::Tensor& ids) {

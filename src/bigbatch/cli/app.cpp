@@ -198,8 +198,12 @@ Subcommand add_export(CLI::App& app) {
 Subcommand add_generate(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* generate =
-      app.add_subcommand("generate", "Continue a prompt with an exported GPT (MODEL.safetensors)");
-  generate->add_option("model", options->model_path, "the export (.safetensors) of a gpt")
+      app.add_subcommand("generate",
+                         "Continue a prompt with an exported GPT (MODEL.safetensors) or a Hugging "
+                         "Face causal LM (a directory)");
+  generate
+      ->add_option("model", options->model_path,
+                   "the export (.safetensors) of a gpt, or a Hugging Face model directory")
       ->required();
   generate->add_option("--prompt", options->prompt, "the text to continue")->required();
   generate->add_option("--max-new-bytes", options->max_new_bytes, "bytes appended to the prompt")
@@ -213,6 +217,9 @@ Subcommand add_generate(CLI::App& app) {
       ->capture_default_str();
   generate->add_option("--seed", options->seed, "the same seed gives the same text")
       ->capture_default_str();
+  generate->add_flag("--no-kv-cache", options->no_kv_cache,
+                     "Hugging Face models: a forward of the whole window for every token instead "
+                     "of keeping keys and values (the same text, slower; for checks and timing)");
   return {generate, [options](std::ostream& out) { return run_generate(*options, out); }};
 }
 

@@ -35,9 +35,12 @@ int generate_hf(const GenerateOptions& options, std::ostream& out) {
   if (ids.empty())
     ids.push_back(eos.value_or(0));
   // Ids the tokenizer has no token for (a vocabulary padded beyond it) are never drawn.
-  const std::vector<int64_t> generated = models::generate_ids(
-      [&model](const torch::Tensor& inputs) { return model.forward(inputs); }, ids,
-      model.max_positions(), sample_options(options).drawable_ids(tokenizer->vocab_size()), eos);
+  models::CausalLm lm = model.causal_lm();
+  if (options.no_kv_cache)
+    lm.forward_cached = nullptr;
+  const std::vector<int64_t> generated =
+      models::generate_ids(lm, ids, model.max_positions(),
+                           sample_options(options).drawable_ids(tokenizer->vocab_size()), eos);
   out << options.prompt << tokenizer->decode(generated) << "\n";
   return 0;
 }

@@ -18,12 +18,16 @@ struct GenerateOptions {
   double temperature = models::SampleOptions().temperature();  ///< > 0; smaller is greedier
   int64_t top_k = models::SampleOptions().top_k();  ///< draw among the k likeliest; <= 0 = all
   uint64_t seed = models::SampleOptions().seed();   ///< the same seed gives the same text
+  /// A Hugging Face model recomputes the whole window for every token instead of keeping the
+  /// keys and values of the tokens before (models::KvCache): the same text, slower.
+  bool no_kv_cache = false;
 };
 
 /// Loads the export, continues the prompt with models::generate_text and prints the prompt and
 /// its continuation followed by a newline. A directory is read as a Hugging Face causal LM with
-/// its tokenizer (models::generate_ids up to its EOS). Throws InputError for a bad option (naming
-/// the flag), a file that is not an export (see load_exported) or a model that is not a gpt.
+/// its tokenizer (models::generate_ids up to its EOS, with a KV cache unless no_kv_cache). Throws
+/// InputError for a bad option (naming the flag), a file that is not an export (see load_exported)
+/// or a model that is not a gpt.
 int run_generate(const GenerateOptions& options, std::ostream& out);
 
 }  // namespace bigbatch::cli

@@ -379,10 +379,10 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
       if (ids.empty())
         ids.push_back(tokenizer->special_tokens().eos.value_or(0));
       // Ids the tokenizer has no token for (a vocabulary padded beyond it) are never drawn.
-      const std::vector<int64_t> generated = models::generate_ids(
-          [&model](const torch::Tensor& inputs) { return model.forward(inputs); }, ids, context,
-          models::SampleOptions(sample).drawable_ids(tokenizer->vocab_size()),
-          tokenizer->special_tokens().eos, device_of(*model.module()));
+      const std::vector<int64_t> generated =
+          models::generate_ids(model.causal_lm(), ids, context,
+                               models::SampleOptions(sample).drawable_ids(tokenizer->vocab_size()),
+                               tokenizer->special_tokens().eos, device_of(*model.module()));
       return prompt + tokenizer->decode(generated);
     };
     w.sample_heading = cat("sample (temperature ", options.sample.temperature(), ", top-k ",

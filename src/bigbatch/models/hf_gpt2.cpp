@@ -1,6 +1,7 @@
 #include "bigbatch/models/hf_gpt2.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/hf_weights.h"
@@ -69,7 +70,8 @@ HfGpt2AttentionImpl::HfGpt2AttentionImpl(const HfGpt2Config& config)
   c_proj = register_module("c_proj", conv1d(config.n_embd(), config.n_embd()));
 }
 
-torch::Tensor HfGpt2AttentionImpl::forward(const torch::Tensor& x, const nn::AttentionMask& mask) {
+torch::Tensor HfGpt2AttentionImpl::forward(const torch::Tensor& x, const nn::AttentionMask& mask,
+                                           KvCacheSlot cache) {
   const int64_t batch = x.size(0);
   const int64_t time = x.size(1);
   const int64_t embed = x.size(2);
@@ -77,8 +79,12 @@ torch::Tensor HfGpt2AttentionImpl::forward(const torch::Tensor& x, const nn::Att
   const auto heads = [&](const torch::Tensor& t) {             // (B, H, T, D), a view
     return t.view({batch, time, heads_, embed / heads_}).transpose(1, 2);
   };
-  const torch::Tensor y = nn::scaled_dot_product_attention(
-      heads(parts[0]), heads(parts[1]), heads(parts[2]), mask, attn_pdrop_, is_training());
+  torch::Tensor k = heads(parts[1]);  // (B, H, T, D)
+  torch::Tensor v = heads(parts[2]);  // (B, H, T, D)
+  if (cache.cache != nullptr)
+    std::tie(k, v) = cache.cache->extend(cache.layer, k, v);  // (B, H, S, D) each
+  const torch::Tensor y =
+      nn::scaled_dot_product_attention(heads(parts[0]), k, v, mask, attn_pdrop_, is_training());
   return maybe_dropout(c_proj->forward(y.transpose(1, 2).reshape({batch, time, embed})),
                        resid_pdrop_,
                        is_training());  // (B, T, C)
@@ -102,9 +108,10 @@ HfGpt2BlockImpl::HfGpt2BlockImpl(const HfGpt2Config& config) {
   mlp = register_module("mlp", HfGpt2Mlp(config));
 }
 
-torch::Tensor HfGpt2BlockImpl::forward(const torch::Tensor& x, const nn::AttentionMask& mask) {
-  const torch::Tensor h = x + attn->forward(ln_1->forward(x), mask);  // (B, T, C)
-  return h + mlp->forward(ln_2->forward(h));                          // (B, T, C)
+torch::Tensor HfGpt2BlockImpl::forward(const torch::Tensor& x, const nn::AttentionMask& mask,
+                                       KvCacheSlot cache) {
+  const torch::Tensor h = x + attn->forward(ln_1->forward(x), mask, cache);  // (B, T, C)
+  return h + mlp->forward(ln_2->forward(h));                                 // (B, T, C)
 }
 
 HfGpt2Impl::HfGpt2Impl(const HfGpt2Config& config) : config_(config) {
@@ -129,20 +136,41 @@ void HfGpt2Impl::set_checkpointing(nn::CheckpointPolicy policy) {
 torch::Tensor HfGpt2Impl::forward(const torch::Tensor& input_ids,
                                   const torch::Tensor& attention_mask) {
   check_input_ids(input_ids, "GPT-2", "n_positions", config_.n_positions());
+  return logits(input_ids, attention_mask, nullptr);
+}
+
+torch::Tensor HfGpt2Impl::forward(const torch::Tensor& input_ids, KvCache& cache) {
+  check_input_ids(input_ids, "GPT-2", "n_positions", config_.n_positions());
+  cache.check_next(input_ids, "GPT-2", "n_positions", config_.n_positions());
+  return logits(input_ids, torch::Tensor(), &cache);
+}
+
+torch::Tensor HfGpt2Impl::logits(const torch::Tensor& input_ids,
+                                 const torch::Tensor& attention_mask, KvCache* cache) {
+  const int64_t past = cache != nullptr ? cache->length() : 0;
   const int64_t time = input_ids.size(1);
-  const torch::Tensor positions = torch::arange(
-      time, torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
+  const torch::Tensor positions =
+      torch::arange(past, past + time,
+                    torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
   // Untied, the token embeddings' gradient is the rows used (nn/embedding.h).
   torch::Tensor x =
       (lm_head_weight.defined() ? nn::embedding(wte->weight, input_ids) : wte->forward(input_ids)) +
       wpe->forward(positions);  // (B, T, C)
   x = maybe_dropout(x, config_.embd_pdrop(), is_training());
+  // One token after cached ones attends to every key: no mask.
   const nn::AttentionMask mask =
-      attention_mask_of(attention_mask, input_ids, /*causal=*/true, "GPT-2");
-  x = run_layers(h, checkpointing_, is_training(), x,
-                 [blocks = h, mask](size_t i, const torch::Tensor& in) {
-                   return blocks->ptr(i)->as<HfGpt2Block>()->forward(in, mask);  // (B, T, C)
-                 });
+      past > 0 ? nn::AttentionMask{}
+               : attention_mask_of(attention_mask, input_ids, /*causal=*/true, "GPT-2");
+  if (cache != nullptr) {
+    for (size_t i = 0; i < h->size(); ++i)
+      x = h->ptr(i)->as<HfGpt2Block>()->forward(x, mask, {cache, i});  // (B, T, C)
+    cache->advance(time);
+  } else {
+    x = run_layers(h, checkpointing_, is_training(), x,
+                   [blocks = h, mask](size_t i, const torch::Tensor& in) {
+                     return blocks->ptr(i)->as<HfGpt2Block>()->forward(in, mask);  // (B, T, C)
+                   });
+  }
   x = ln_f->forward(x);
   return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : wte->weight);  // (B, T, V)
 }

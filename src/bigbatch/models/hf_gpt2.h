@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bigbatch/io/hf_config.h"
+#include "bigbatch/models/kv_cache.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/recompute.h"
@@ -41,8 +42,10 @@ HfGpt2Config read_hf_gpt2_config(io::HfConfig& config);
 class HfGpt2AttentionImpl : public torch::nn::Module {
  public:
   explicit HfGpt2AttentionImpl(const HfGpt2Config& config);
-  /// x (B, T, C), the mask over the T keys -> (B, T, C)
-  torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
+  /// x (B, T, C), the mask over the keys -> (B, T, C). With a `cache` slot the T tokens' keys
+  /// and values join those it holds, and the queries attend to all of them.
+  torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask,
+                        KvCacheSlot cache = {});
   nn::AdaptedLinear c_attn{nullptr}, c_proj{nullptr};
 
  private:
@@ -70,8 +73,9 @@ TORCH_MODULE(HfGpt2Mlp);
 class HfGpt2BlockImpl : public torch::nn::Module {
  public:
   explicit HfGpt2BlockImpl(const HfGpt2Config& config);
-  /// x (B, T, C), the mask over the T keys -> (B, T, C)
-  torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask);
+  /// x (B, T, C), the mask over the keys, the layer's place in a KV cache -> (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x, const nn::AttentionMask& mask,
+                        KvCacheSlot cache = {});
 
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   HfGpt2Attention attn{nullptr};
@@ -89,6 +93,11 @@ class HfGpt2Impl : public torch::nn::Module {
   /// real tokens and 0 at padding, or undefined for none -> logits (B, T, vocab_size)
   torch::Tensor forward(const torch::Tensor& input_ids,
                         const torch::Tensor& attention_mask = torch::Tensor());
+  /// input_ids (B, T) following the tokens `cache` holds (at positions from cache.length() on)
+  /// -> logits (B, T, vocab_size), the same as forward() of all of them gives at those positions;
+  /// their keys and values join the cache. T == 1 once the cache holds any (KvCache::check_next).
+  /// Layers are not checkpointed.
+  torch::Tensor forward(const torch::Tensor& input_ids, KvCache& cache);
 
   const HfGpt2Config& config() const { return config_; }
   /// Chooses which layers forward() checkpoints in training (nn::checkpoint, one layer at a
@@ -106,6 +115,10 @@ class HfGpt2Impl : public torch::nn::Module {
   torch::Tensor lm_head_weight;
 
  private:
+  /// The forward of both overloads: positions from the cache's length, layers checkpointed only
+  /// without a cache.
+  torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                       KvCache* cache);
   HfGpt2Config config_;
   nn::CheckpointPolicy checkpointing_;
 };

@@ -1,6 +1,7 @@
 #include "bigbatch/models/hf_llama.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/hf_weights.h"
@@ -160,8 +161,8 @@ HfLlamaAttentionImpl::HfLlamaAttentionImpl(const HfLlamaConfig& config) : config
 }
 
 torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                            const torch::Tensor& sin,
-                                            const nn::AttentionMask& mask) {
+                                            const torch::Tensor& sin, const nn::AttentionMask& mask,
+                                            KvCacheSlot cache) {
   const int64_t batch = x.size(0);
   const int64_t time = x.size(1);
   const int64_t heads = config_.num_attention_heads();
@@ -175,10 +176,11 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
       nn::adapted_linears(x, {q_proj.get(), k_proj.get(), v_proj.get()});  // (B, T, out) each
   const torch::Tensor q =
       nn::rotary_embedding(projected[0], cos, sin, heads, rounded);  // (B, H, T, D)
-  const torch::Tensor k =
-      nn::rotary_embedding(projected[1], cos, sin, kv_heads, rounded);  // (B, KV, T, D)
-  const torch::Tensor v =
-      projected[2].view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
+  torch::Tensor k =
+      nn::rotary_embedding(projected[1], cos, sin, kv_heads, rounded);              // (B, KV, T, D)
+  torch::Tensor v = projected[2].view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
+  if (cache.cache != nullptr)
+    std::tie(k, v) = cache.cache->extend(cache.layer, k, v);  // (B, KV, S, D) each
   const torch::Tensor y =
       nn::scaled_dot_product_attention(q, k, v, mask, config_.attention_dropout(),
                                        is_training());  // (B, H, T, D)
@@ -209,9 +211,10 @@ HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config) {
 }
 
 torch::Tensor HfLlamaLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                        const torch::Tensor& sin, const nn::AttentionMask& mask) {
+                                        const torch::Tensor& sin, const nn::AttentionMask& mask,
+                                        KvCacheSlot cache) {
   const torch::Tensor h =
-      nn::residual_add(x, self_attn->forward(input_layernorm->forward(x), cos, sin, mask));
+      nn::residual_add(x, self_attn->forward(input_layernorm->forward(x), cos, sin, mask, cache));
   return nn::residual_add(h, mlp->forward(post_attention_layernorm->forward(h)));  // (B, T, C)
 }
 
@@ -236,26 +239,49 @@ torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids,
                                    const torch::Tensor& attention_mask) {
   check_input_ids(input_ids, config_.model_type(), "max_position_embeddings",
                   config_.max_position_embeddings());
+  return logits(input_ids, attention_mask, nullptr);
+}
+
+torch::Tensor HfLlamaImpl::forward(const torch::Tensor& input_ids, KvCache& cache) {
+  check_input_ids(input_ids, config_.model_type(), "max_position_embeddings",
+                  config_.max_position_embeddings());
+  cache.check_next(input_ids, config_.model_type(), "max_position_embeddings",
+                   config_.max_position_embeddings());
+  return logits(input_ids, torch::Tensor(), &cache);
+}
+
+torch::Tensor HfLlamaImpl::logits(const torch::Tensor& input_ids,
+                                  const torch::Tensor& attention_mask, KvCache* cache) {
+  const int64_t past = cache != nullptr ? cache->length() : 0;
   const int64_t time = input_ids.size(1);
   // Untied, the embeddings' gradient is the rows used (nn/embedding.h); tied, the head's is
   // dense anyway.
   torch::Tensor x = lm_head_weight.defined() ? nn::embedding(embed_tokens->weight, input_ids)
                                              : embed_tokens->forward(input_ids);  // (B, T, C)
   // cos and sin in float32, as transformers computes them, then in the activations' dtype.
-  const torch::Tensor positions =
-      torch::arange(time, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));
+  const torch::Tensor positions = torch::arange(
+      past, past + time, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));
   const torch::Tensor freqs =
       positions.unsqueeze(1) * rope_inverse_frequencies(config_).to(x.device()).unsqueeze(0);
   const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);  // (T, D)
   const torch::Tensor cos = angles.cos().to(x.scalar_type());
   const torch::Tensor sin = angles.sin().to(x.scalar_type());
+  // One token after cached ones attends to every key: no mask.
   const nn::AttentionMask mask =
-      attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type());
-  x = run_layers(layers, checkpointing_, is_training(), x,
-                 [all = layers, cos, sin, mask](size_t i, const torch::Tensor& in) {
-                   return all->ptr(i)->as<HfLlamaLayer>()->forward(in, cos, sin,
-                                                                   mask);  // (B, T, C)
-                 });
+      past > 0
+          ? nn::AttentionMask{}
+          : attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type());
+  if (cache != nullptr) {
+    for (size_t i = 0; i < layers->size(); ++i)
+      x = layers->ptr(i)->as<HfLlamaLayer>()->forward(x, cos, sin, mask, {cache, i});
+    cache->advance(time);
+  } else {
+    x = run_layers(layers, checkpointing_, is_training(), x,
+                   [all = layers, cos, sin, mask](size_t i, const torch::Tensor& in) {
+                     return all->ptr(i)->as<HfLlamaLayer>()->forward(in, cos, sin,
+                                                                     mask);  // (B, T, C)
+                   });
+  }
   x = norm->forward(x);
   return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : embed_tokens->weight);
 }

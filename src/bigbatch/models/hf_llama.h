@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bigbatch/io/hf_config.h"
+#include "bigbatch/models/kv_cache.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/recompute.h"
@@ -74,9 +75,11 @@ torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config);
 class HfLlamaAttentionImpl : public torch::nn::Module {
  public:
   explicit HfLlamaAttentionImpl(const HfLlamaConfig& config);
-  /// x (B, T, hidden), cos and sin (T, head_dim), the mask over the T keys -> (B, T, hidden)
+  /// x (B, T, hidden), cos and sin (T, head_dim), the mask over the keys -> (B, T, hidden). With
+  /// a `cache` slot the T tokens' keys and values join those it holds, and the queries attend to
+  /// all of them.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const nn::AttentionMask& mask);
+                        const nn::AttentionMask& mask, KvCacheSlot cache = {});
   nn::AdaptedLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
@@ -100,9 +103,10 @@ TORCH_MODULE(HfLlamaMlp);
 class HfLlamaLayerImpl : public torch::nn::Module {
  public:
   explicit HfLlamaLayerImpl(const HfLlamaConfig& config);
-  /// x (B, T, hidden), cos and sin (T, head_dim), the mask -> (B, T, hidden)
+  /// x (B, T, hidden), cos and sin (T, head_dim), the mask, the layer's place in a KV cache ->
+  /// (B, T, hidden)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const nn::AttentionMask& mask);
+                        const nn::AttentionMask& mask, KvCacheSlot cache = {});
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   HfLlamaAttention self_attn{nullptr};
   HfLlamaMlp mlp{nullptr};
@@ -119,6 +123,11 @@ class HfLlamaImpl : public torch::nn::Module {
   /// tokens and 0 at right padding, or undefined -> logits (B, T, vocab_size)
   torch::Tensor forward(const torch::Tensor& input_ids,
                         const torch::Tensor& attention_mask = torch::Tensor());
+  /// input_ids (B, T) following the tokens `cache` holds (at positions from cache.length() on)
+  /// -> logits (B, T, vocab_size), the same as forward() of all of them gives at those positions;
+  /// their keys and values join the cache. T == 1 once the cache holds any (KvCache::check_next).
+  /// Layers are not checkpointed.
+  torch::Tensor forward(const torch::Tensor& input_ids, KvCache& cache);
   const HfLlamaConfig& config() const { return config_; }
   /// Chooses which layers forward() checkpoints in training (nn::checkpoint, one layer at a
   /// time); throws InputError for an invalid policy.
@@ -133,6 +142,10 @@ class HfLlamaImpl : public torch::nn::Module {
   torch::Tensor lm_head_weight;  ///< undefined when tied to embed_tokens
 
  private:
+  /// The forward of both overloads: positions from the cache's length, layers checkpointed only
+  /// without a cache.
+  torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                       KvCache* cache);
   HfLlamaConfig config_;
   nn::CheckpointPolicy checkpointing_;
 };

@@ -43,6 +43,24 @@ torch::Tensor HfModel::forward(const torch::Tensor& input_ids,
   return bert.ptr()->forward(input_ids, attention_mask);
 }
 
+CausalLm HfModel::causal_lm() const {
+  BB_CHECK_INPUT(task == HfTask::kCausalLm, "a ", model_type,
+                 " classifier does not generate text; a causal LM does (", hf_model_types(),
+                 " but bert)");
+  CausalLm lm;
+  lm.forward = [model = *this](const torch::Tensor& ids) { return model.forward(ids); };
+  if (gpt2) {
+    lm.forward_cached = [model = gpt2](const torch::Tensor& ids, KvCache& cache) {
+      return model.ptr()->forward(ids, cache);
+    };
+  } else {
+    lm.forward_cached = [model = llama](const torch::Tensor& ids, KvCache& cache) {
+      return model.ptr()->forward(ids, cache);
+    };
+  }
+  return lm;
+}
+
 void HfModel::set_checkpointing(const nn::CheckpointPolicy& policy) const {
   if (gpt2)
     gpt2.ptr()->set_checkpointing(policy);

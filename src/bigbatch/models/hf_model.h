@@ -13,6 +13,7 @@
 #include "bigbatch/models/hf_bert.h"
 #include "bigbatch/models/hf_gpt2.h"
 #include "bigbatch/models/hf_llama.h"
+#include "bigbatch/models/sampling.h"
 #include "bigbatch/nn/recompute.h"
 
 namespace bigbatch::models {
@@ -53,6 +54,9 @@ struct HfModel {
   /// (B, T, vocab) for a causal LM, (B, num_labels) for a classifier.
   torch::Tensor forward(const torch::Tensor& input_ids,
                         const torch::Tensor& attention_mask = {}) const;
+  /// The causal LM as generate_ids runs it, with its KV cache (forward_cached). InputError for a
+  /// classifier.
+  CausalLm causal_lm() const;
   /// Sets activation checkpointing per layer; throws InputError for an invalid policy.
   void set_checkpointing(const nn::CheckpointPolicy& policy) const;
   /// The longest input the positions allow (n_positions or max_position_embeddings).

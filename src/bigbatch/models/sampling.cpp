@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "bigbatch/core/check.h"
@@ -32,10 +33,9 @@ void check_sample_options(const SampleOptions& options) {
 
 }  // namespace
 
-std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                                  std::vector<int64_t> tokens, int64_t context,
-                                  const SampleOptions& options, std::optional<int64_t> stop,
-                                  torch::Device device) {
+std::vector<int64_t> generate_ids(const CausalLm& model, std::vector<int64_t> tokens,
+                                  int64_t context, const SampleOptions& options,
+                                  std::optional<int64_t> stop, torch::Device device) {
   check_sample_options(options);
   BB_CHECK_INPUT(!tokens.empty(), "generate_ids needs at least one prompt token");
   BB_CHECK_INPUT(context >= 1, "generate_ids needs a context of at least 1, got ", context);
@@ -44,14 +44,22 @@ std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch:
   // The weights do not change while generating: the compute-dtype copies are made once, not once
   // per token (nn/weight_copies.h).
   const nn::WeightCopyScope weight_copies;
+  KvCache cache;
   std::vector<int64_t> generated;
   for (int64_t step = 0; step < options.max_new_bytes(); ++step) {
-    const size_t start = tokens.size() > window_size ? tokens.size() - window_size : 0;
-    const std::vector<int64_t> window(tokens.begin() + static_cast<std::ptrdiff_t>(start),
-                                      tokens.end());
+    const bool cached = model.forward_cached && tokens.size() <= window_size;
+    if (!cached && cache.length() > 0)
+      cache.clear();  // the window slides from here on: positions shift, keys and values with them
+    // Cached: the ids the cache lacks (the prompt, then the id drawn last); else the window.
+    const size_t start = cached ? static_cast<size_t>(cache.length())
+                                : (tokens.size() > window_size ? tokens.size() - window_size : 0);
+    const std::vector<int64_t> fed(tokens.begin() + static_cast<std::ptrdiff_t>(start),
+                                   tokens.end());
     const torch::Tensor inputs =
-        torch::tensor(window, torch::kLong).unsqueeze(0).to(device);               // (1, T)
-    torch::Tensor logits = forward(inputs)[0][-1].to(torch::kCPU, torch::kFloat);  // (vocab)
+        torch::tensor(fed, torch::kLong).unsqueeze(0).to(device);  // (1, T)
+    const torch::Tensor all_logits =
+        cached ? model.forward_cached(inputs, cache) : model.forward(inputs);  // (1, T, vocab)
+    torch::Tensor logits = all_logits[0][-1].to(torch::kCPU, torch::kFloat);   // (vocab)
     if (options.drawable_ids() > 0 && options.drawable_ids() < logits.size(0))
       logits = logits.slice(0, 0, options.drawable_ids());  // (drawable_ids)
     logits = keep_top_k(logits / options.temperature(), options.top_k());
@@ -65,6 +73,14 @@ std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch:
       break;
   }
   return generated;
+}
+
+std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                                  std::vector<int64_t> tokens, int64_t context,
+                                  const SampleOptions& options, std::optional<int64_t> stop,
+                                  torch::Device device) {
+  return generate_ids(CausalLm{forward, nullptr}, std::move(tokens), context, options, stop,
+                      device);
 }
 
 std::string generate_text(Gpt& model, const std::string& prompt, const SampleOptions& options) {

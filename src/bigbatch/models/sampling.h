@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bigbatch/models/gpt.h"
+#include "bigbatch/models/kv_cache.h"
 
 namespace bigbatch::models {
 
@@ -34,6 +35,15 @@ struct SampleOptions {
 /// Throws bigbatch::InputError if temperature <= 0, max_new_bytes < 0 or vocab > 256.
 std::string generate_text(Gpt& model, const std::string& prompt, const SampleOptions& options);
 
+/// A causal LM as generate_ids runs it.
+struct CausalLm {
+  /// ids (1, T) int64 -> logits (1, T, V): a forward of the whole window, for every token.
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  /// ids (1, T) int64 following the tokens `cache` holds -> logits (1, T, V), keeping their keys
+  /// and values in `cache` (HfGpt2, HfLlama); empty where the model keeps none.
+  std::function<torch::Tensor(const torch::Tensor&, KvCache&)> forward_cached;
+};
+
 /// Continues the token ids `prompt` (not empty) with up to max_new_bytes drawn ids, as
 /// generate_text does for bytes: each step feeds the last `context` ids to `forward` (ids (1, T)
 /// int64 -> logits (1, T, V)), applies temperature and top-k to the last position's logits and
@@ -41,6 +51,15 @@ std::string generate_text(Gpt& model, const std::string& prompt, const SampleOpt
 /// returned). Returns the new ids only. The caller sets eval mode and no-grad; the weights must not
 /// change during the call (their compute-dtype copies are kept, nn/weight_copies.h). Throws
 /// InputError for temperature <= 0, max_new_bytes < 0 or an empty prompt.
+/// With model.forward_cached, while the prompt and the ids drawn fit in `context` only each new
+/// id is fed (the prompt first, whole), and the keys and values of the ones before come from a
+/// KvCache; the logits are the same as the whole window's, up to rounding. Once they no longer
+/// fit, the window slides and every step is a forward of the last `context` ids, as without.
+std::vector<int64_t> generate_ids(const CausalLm& model, std::vector<int64_t> prompt,
+                                  int64_t context, const SampleOptions& options,
+                                  std::optional<int64_t> stop = std::nullopt,
+                                  torch::Device device = torch::kCPU);
+/// generate_ids of a model without a KV cache: `forward` of the whole window for every id.
 std::vector<int64_t> generate_ids(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
                                   std::vector<int64_t> prompt, int64_t context,
                                   const SampleOptions& options,

@@ -1,10 +1,12 @@
 // models::KvCache: HfGpt2 and HfLlama fed a prompt and then one token at a time give the logits
 // of a forward over all the tokens, in fp32 (on both attention kernels) and under bf16 autocast;
-// generate_ids draws the same ids with the cache as without; misuse is named.
+// generate_ids draws the same ids with the cache as without, and greedily the ids transformers'
+// generate draws; misuse is named.
 #include "bigbatch/models/kv_cache.h"
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,21 @@ TEST_P(CachedForward, GenerateDrawsTheSameIdsWithTheCacheAsWithout) {
     EXPECT_EQ(cached.size(), 12u);
     EXPECT_EQ(cached, whole);
   }
+}
+
+TEST_P(CachedForward, GreedyGenerationContinuesAsTransformersDoes) {
+  // tests/hf/make_generate_golden.py: model.generate(do_sample=False, use_cache=True) until the
+  // positions are full.
+  const nlohmann::json golden = nlohmann::json::parse(testing::read_file(
+      std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/generate-golden.json"))[GetParam()];
+  const auto expected = golden["new_ids"].get<std::vector<int64_t>>();
+  const HfModel model = load_hf_model(hf_dir(GetParam()));
+  model.module()->eval();
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t> generated = generate_ids(
+      model.causal_lm(), golden["prompt"].get<std::vector<int64_t>>(), model.max_positions(),
+      SampleOptions().top_k(1).max_new_bytes(int64_t(expected.size())));
+  EXPECT_EQ(generated, expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CachedForward,

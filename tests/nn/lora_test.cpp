@@ -133,6 +133,42 @@ TEST(Lora, FrozenWeightsStoredInBf16ComputeAsTheirRoundedValues) {
   EXPECT_THROW(store_frozen_weights(*model, torch::kFloat64), InputError);
 }
 
+TEST(Lora, LayersBuiltUnderALinearStorageScopeAreNarrowFromTheStart) {
+  torch::manual_seed(5);
+  TinyModel wide;
+  apply_lora(*wide, LoraOptions().rank(2).targets({"q", "v"}));
+  store_frozen_weights(*wide, torch::kBFloat16);
+  torch::manual_seed(5);  // the same draws, narrowed at construction
+  TinyModel narrow{nullptr};
+  {
+    const LinearStorageScope scope(torch::kBFloat16);
+    narrow = TinyModel();
+  }
+  EXPECT_EQ(narrow->q->weight.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(narrow->q->bias.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(narrow->head->weight.scalar_type(), torch::kFloat);  // not an AdaptedLinear
+  // Adapters on narrow weights train in float32, and are drawn as before.
+  apply_lora(*narrow, LoraOptions().rank(2).targets({"q", "v"}));
+  EXPECT_EQ(narrow->q->lora_A.scalar_type(), torch::kFloat);
+  const auto expected = wide->named_parameters();
+  for (const auto& item : narrow->named_parameters()) {
+    EXPECT_EQ(item.value().scalar_type(), expected[item.key()].scalar_type()) << item.key();
+    EXPECT_TRUE(torch::equal(item.value(), expected[item.key()])) << item.key();
+    EXPECT_EQ(item.value().requires_grad(), expected[item.key()].requires_grad()) << item.key();
+  }
+  EXPECT_EQ(store_frozen_weights(*narrow, torch::kBFloat16), 0);  // nothing left to narrow
+  {
+    const LinearStorageScope outer(torch::kBFloat16);
+    {
+      const LinearStorageScope inner(torch::kHalf);
+      EXPECT_EQ(AdaptedLinear(2, 2, true)->weight.scalar_type(), torch::kHalf);
+    }
+    EXPECT_EQ(AdaptedLinear(2, 2, true)->bias.scalar_type(), torch::kBFloat16);
+  }
+  EXPECT_EQ(AdaptedLinear(2, 2, true)->weight.scalar_type(), torch::kFloat);
+  EXPECT_THROW(LinearStorageScope(torch::kFloat64), InputError);
+}
+
 TEST(Lora, LayersOfOneInputRunAsOneNodeOnlyWithoutAdapters) {
   const testing::ScopedSetting<Bf16Matmul> matmul{bf16_matmul, set_bf16_matmul,
                                                   Bf16Matmul::kNative};

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "bigbatch/core/check.h"
@@ -291,10 +292,17 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   // A causal LM is loaded (and its checkpoint checked) before its data is tokenized; a
   // classifier after it, with a head of as many classes as the data has.
   models::HfModel model;
-  if (!classification)
-    model = models::load_hf_model(options.model_path);
-  if (classification) {
+  if (classification)
     classes = classification_data(options, *tokenizer, context);
+  {
+    // Linear weights that LoRA will freeze narrow are built narrow, so that the model is never
+    // whole in float32. Where some train in full, they are loaded in float32 as the rest.
+    const bool frozen_narrow = options.adapter.lora &&
+                               options.adapter.frozen_dtype != torch::kFloat &&
+                               options.adapter.lora_options.trainable().empty() && !options.float64;
+    std::optional<nn::LinearStorageScope> narrow_linears;
+    if (frozen_narrow)
+      narrow_linears.emplace(options.adapter.frozen_dtype);
     model =
         models::load_hf_model(options.model_path, static_cast<int64_t>(classes.class_names.size()));
   }

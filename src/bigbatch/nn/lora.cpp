@@ -42,6 +42,15 @@ std::string adaptable_names(torch::nn::Module& module) {
   return "layers that take one: " + join(seen, ", ");
 }
 
+/// The dtype AdaptedLinears constructed on this thread store weights in (LinearStorageScope).
+thread_local std::optional<torch::Dtype> linear_storage;
+
+/// Throws InputError unless `dtype` is one frozen weights may be stored in.
+void check_storage_dtype(torch::Dtype dtype) {
+  BB_CHECK_INPUT(dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf,
+                 "frozen weights can be stored in float32, bfloat16 or float16, not ", dtype);
+}
+
 void check_adapter(int64_t rank, double alpha, double dropout) {
   BB_CHECK_INPUT(rank >= 1, "LoraOptions.rank = ", rank, " must be >= 1");
   BB_CHECK_INPUT(alpha > 0, "LoraOptions.alpha = ", alpha, " must be positive");
@@ -58,12 +67,32 @@ AdaptedLinearImpl::AdaptedLinearImpl(int64_t in, int64_t out, bool with_bias, We
   torch::nn::init::normal_(weight, 0.0, 0.02);
   if (with_bias)
     bias = register_parameter("bias", torch::zeros({out}));
+  if (linear_storage && *linear_storage != weight.scalar_type()) {
+    torch::NoGradGuard no_grad;
+    weight.set_data(weight.to(*linear_storage));
+    if (bias.defined())
+      bias.set_data(bias.to(*linear_storage));
+  }
+}
+
+LinearStorageScope::LinearStorageScope(torch::Dtype dtype) : previous_(linear_storage) {
+  check_storage_dtype(dtype);
+  linear_storage = dtype;
+}
+
+LinearStorageScope::~LinearStorageScope() {
+  linear_storage = previous_;
 }
 
 void AdaptedLinearImpl::add_lora(int64_t rank, double alpha, double dropout) {
   BB_CHECK_INPUT(!has_lora(), "this layer has a LoRA adapter already");
   check_adapter(rank, alpha, dropout);
-  const auto options = torch::TensorOptions().dtype(weight.scalar_type()).device(weight.device());
+  // A weight stored narrow is frozen; the adapter trains, in float32.
+  const bool narrow =
+      weight.scalar_type() == torch::kBFloat16 || weight.scalar_type() == torch::kHalf;
+  const auto options = torch::TensorOptions()
+                           .dtype(narrow ? torch::kFloat : weight.scalar_type())
+                           .device(weight.device());
   auto a = register_module("lora_A", std::make_shared<torch::nn::Module>());
   auto b = register_module("lora_B", std::make_shared<torch::nn::Module>());
   lora_A = a->register_parameter("weight", torch::empty({rank, in_}, options));
@@ -155,8 +184,7 @@ std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions
 }
 
 int64_t store_frozen_weights(torch::nn::Module& module, torch::Dtype dtype) {
-  BB_CHECK_INPUT(dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf,
-                 "frozen weights can be stored in float32, bfloat16 or float16, not ", dtype);
+  check_storage_dtype(dtype);
   int64_t freed = 0;
   for (const auto& item : module.named_modules("", /*include_self=*/false)) {
     auto* layer = item.value()->as<AdaptedLinear>();

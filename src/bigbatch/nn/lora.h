@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ class AdaptedLinearImpl : public torch::nn::Module {
   /// x (..., in) -> (..., out): x W^T + b, plus (alpha / rank) B A dropout(x) with an adapter.
   torch::Tensor forward(const torch::Tensor& x);
   /// Adds an adapter of `rank` (A from kaiming-uniform as PEFT initialises it, B zero, so the
-  /// layer computes what it did until B trains). Throws InputError for rank < 1, alpha <= 0,
+  /// layer computes what it did until B trains), in the weight's dtype, or float32 where the
+  /// weight is stored in bfloat16 or float16. Throws InputError for rank < 1, alpha <= 0,
   /// dropout outside [0, 1), or a second adapter.
   void add_lora(int64_t rank, double alpha, double dropout);
   /// Whether add_lora() was called.
@@ -44,6 +46,23 @@ class AdaptedLinearImpl : public torch::nn::Module {
 };
 /// Module holder for AdaptedLinearImpl.
 TORCH_MODULE(AdaptedLinear);
+
+/// While alive, AdaptedLinears constructed on this thread store their weight and bias in `dtype`
+/// from the start: each is initialised in float32 as always, then narrowed at once, so a model
+/// built under the scope never holds all of its linear weights in float32 (a 7B Llama's 24 GiB).
+/// Loading a checkpoint into them rounds as store_frozen_weights would have later: the same
+/// values. For weights that will be frozen; scopes nest, the innermost deciding.
+class LinearStorageScope {
+ public:
+  /// Throws InputError for a dtype other than float32, bfloat16 and float16.
+  explicit LinearStorageScope(torch::Dtype dtype);
+  ~LinearStorageScope();
+  LinearStorageScope(const LinearStorageScope&) = delete;
+  LinearStorageScope& operator=(const LinearStorageScope&) = delete;
+
+ private:
+  std::optional<torch::Dtype> previous_;
+};
 
 /// `x` through each of `layers`, which read the same input (a Llama's q, k and v projections):
 /// as one node (nn::native_bf16_linears: the same results, fewer passes in backward) where none

@@ -10,6 +10,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/nn/bf16_matmul.h"
 #include "bigbatch/nn/precision.h"
+#include "memory/tracker_fixture.h"
 #include "nn/scoped_setting.h"
 #include "support/test_support.h"
 
@@ -131,6 +132,53 @@ TEST(Lora, FrozenWeightsStoredInBf16ComputeAsTheirRoundedValues) {
   EXPECT_TRUE(model->q->lora_B.grad().defined());
   EXPECT_FALSE(model->q->weight.grad().defined());
   EXPECT_THROW(store_frozen_weights(*model, torch::kFloat64), InputError);
+}
+
+TEST(Lora, FrozenBf16WeightsGiveTheInputGradientOfTheirRoundedValues) {
+  for (const WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut}) {
+    torch::manual_seed(4);
+    AdaptedLinear narrow(6, 4, /*bias=*/true, layout);
+    AdaptedLinear rounded(6, 4, /*bias=*/true, layout);
+    {
+      torch::NoGradGuard no_grad;
+      for (AdaptedLinear* layer : {&narrow, &rounded}) {
+        (*layer)->weight.requires_grad_(false);
+        (*layer)->bias.requires_grad_(false);
+      }
+      rounded->weight.copy_(narrow->weight.to(torch::kBFloat16).to(torch::kFloat));
+      rounded->bias.copy_(narrow->bias.to(torch::kBFloat16).to(torch::kFloat));
+      narrow->weight.set_data(narrow->weight.to(torch::kBFloat16));  // as store_frozen_weights
+      narrow->bias.set_data(narrow->bias.to(torch::kBFloat16));
+    }
+    const torch::Tensor x = torch::randn({2, 3, 6}, torch::requires_grad());
+    const torch::Tensor x2 = x.detach().clone().requires_grad_();
+    const torch::Tensor dy = torch::randn({2, 3, 4});
+    const torch::Tensor y = narrow->forward(x);
+    EXPECT_TRUE(torch::allclose(y, rounded->forward(x2), 1e-6, 1e-6));
+    y.backward(dy);
+    rounded->forward(x2).backward(dy);
+    EXPECT_TRUE(torch::allclose(x.grad(), x2.grad(), 1e-6, 1e-6));
+    EXPECT_FALSE(narrow->weight.grad().defined());
+  }
+}
+
+class LoraMemory : public testing::TrackerTest {};
+
+TEST_F(LoraMemory, AFrozenBf16WeightIsNotKeptWidenedForBackward) {
+  torch::manual_seed(6);
+  AdaptedLinear layer(256, 512, /*bias=*/false);
+  {
+    torch::NoGradGuard no_grad;
+    layer->weight.requires_grad_(false);
+    layer->weight.set_data(layer->weight.to(torch::kBFloat16));  // as store_frozen_weights
+  }
+  const torch::Tensor x = torch::randn({1, 256}, torch::requires_grad());
+  const int64_t before = tracker().current_bytes();
+  torch::Tensor y = layer->forward(x);  // (1, 512)
+  const int64_t kept = tracker().current_bytes() - before;
+  EXPECT_LT(kept, 256 * 512 * 4 / 2);  // far less than a float32 copy of the weight (512 KiB)
+  y.sum().backward();
+  EXPECT_EQ(x.grad().sizes(), x.sizes());
 }
 
 TEST(Lora, LayersBuiltUnderALinearStorageScopeAreNarrowFromTheStart) {

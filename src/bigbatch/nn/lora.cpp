@@ -9,6 +9,7 @@
 #include "bigbatch/core/torch_compat.h"
 #include "bigbatch/nn/bf16_linear.h"
 #include "bigbatch/nn/bf16_matmul.h"
+#include "bigbatch/nn/fp32_matmul.h"
 
 namespace bigbatch::nn {
 namespace {
@@ -50,6 +51,38 @@ void check_storage_dtype(torch::Dtype dtype) {
   BB_CHECK_INPUT(dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf,
                  "frozen weights can be stored in float32, bfloat16 or float16, not ", dtype);
 }
+
+/// y = x W^T + b for a frozen weight W and bias b stored narrower than x: widened for the
+/// product, and again in backward, so that autograd keeps the narrow weight (a parameter, held
+/// anyway) rather than a widened copy per layer until backward. No gradient for W or b.
+class FrozenNarrowLinear : public torch::autograd::Function<FrozenNarrowLinear> {
+ public:
+  /// x (..., in), weight (out, in) narrow, or (in, out) with `in_out`; bias (out), or empty for
+  /// none -> (..., out) in x's dtype
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               bool in_out) {
+    ctx->save_for_backward({weight});
+    ctx->saved_data["in_out"] = in_out;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(x.scalar_type());
+    const torch::Tensor w = weight.to(x.scalar_type());
+    const torch::Tensor b = bias.numel() > 0 ? bias.to(x.scalar_type()) : torch::Tensor();
+    return nn::linear(x, in_out ? w.t() : w, b);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::Tensor w = ctx->get_saved_variables()[0].to(
+        torch::ScalarType(ctx->saved_data["dtype"].toInt()));  // (out, in) or (in, out)
+    const torch::Tensor matrix = ctx->saved_data["in_out"].toBool() ? w.t() : w;  // (out, in)
+    // dy (..., out) -> dx (..., in) = dy W, on the products nn::linear's backward takes.
+    std::vector<int64_t> sizes = grads[0].sizes().vec();
+    sizes.back() = matrix.size(1);
+    const torch::Tensor dx =
+        gemm(grads[0].reshape({-1, matrix.size(0)}).contiguous(), matrix).view(sizes);
+    return {dx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
 
 void check_adapter(int64_t rank, double alpha, double dropout) {
   BB_CHECK_INPUT(rank >= 1, "LoraOptions.rank = ", rank, " must be >= 1");
@@ -107,9 +140,17 @@ torch::Tensor AdaptedLinearImpl::forward(const torch::Tensor& x) {
   // the product; under autocast the product casts it itself.
   const bool widen =
       weight.scalar_type() != x.scalar_type() && !compat::autocast_enabled(x.device().type());
-  const torch::Tensor w = widen ? weight.to(x.scalar_type()) : weight;
-  const torch::Tensor b = widen && bias.defined() ? bias.to(x.scalar_type()) : bias;
-  torch::Tensor y = nn::linear(x, layout_ == WeightLayout::kOutIn ? w : w.t(), b);  // (..., out)
+  const bool frozen = !weight.requires_grad() && (!bias.defined() || !bias.requires_grad());
+  torch::Tensor y;  // (..., out)
+  if (widen && frozen) {
+    // An autograd function takes no undefined input: no bias is an empty one.
+    y = FrozenNarrowLinear::apply(x, weight, bias.defined() ? bias : torch::empty({0}, x.options()),
+                                  layout_ == WeightLayout::kInOut);
+  } else {
+    const torch::Tensor w = widen ? weight.to(x.scalar_type()) : weight;
+    const torch::Tensor b = widen && bias.defined() ? bias.to(x.scalar_type()) : bias;
+    y = nn::linear(x, layout_ == WeightLayout::kOutIn ? w : w.t(), b);
+  }
   if (!has_lora())
     return y;
   const torch::Tensor dropped = dropout_ > 0 ? torch::dropout(x, dropout_, is_training()) : x;

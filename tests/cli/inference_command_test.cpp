@@ -1,5 +1,5 @@
-// `bigbatch generate` and `bigbatch predict` on exports: output, equality with the library, and
-// every bad input with exit code 2.
+// `bigbatch generate` and `bigbatch predict` on exports (and generate in bf16 on a Hugging Face
+// directory): output, equality with the library, and every bad input with exit code 2.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,8 +11,12 @@
 #include "bigbatch/data/fortune_collections.h"
 #include "bigbatch/data/idx.h"
 #include "bigbatch/io/safetensors.h"
+#include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_export.h"
 #include "bigbatch/models/sampling.h"
+#include "bigbatch/nn/lora.h"
+#include "bigbatch/nn/precision.h"
+#include "bigbatch/text/tokenizer.h"
 #include "cli/cli_support.h"
 #include "support/export_support.h"
 #include "support/gzip.h"
@@ -130,6 +134,45 @@ TEST_F(InferenceCommands, GenerateNeverDrawsTheRowsOfAVocabularyPaddedBeyondTheT
           path("run"));
   EXPECT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_TRUE(fs::exists(path("run") + "/summary.json")) << trained.output;
+}
+
+TEST_F(InferenceCommands, GenerateInBf16LoadsLinearWeightsNarrowAndRunsUnderAutocast) {
+  const std::string llama = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/tiny-llama";
+  const Result result =
+      run("generate " + llama + " --prompt the --max-new-bytes 12 --top-k 1 --precision bf16");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  // The library's way: linear weights stored in bf16 from loading on, forward under autocast.
+  models::HfModel model;
+  {
+    const nn::LinearStorageScope narrow(torch::kBFloat16);
+    model = models::load_hf_model(llama);
+  }
+  EXPECT_EQ(model.llama->layers->ptr(1)
+                ->as<models::HfLlamaLayer>()
+                ->self_attn->o_proj->weight.scalar_type(),
+            torch::kBFloat16);
+  const std::unique_ptr<text::Tokenizer> tokenizer = text::load_tokenizer(llama);
+  std::vector<int64_t> generated;
+  {
+    torch::NoGradGuard no_grad;
+    model.module()->eval();
+    const nn::AutocastGuard autocast(nn::Precision::kBf16, torch::kCPU);
+    generated = models::generate_ids(
+        model.causal_lm(), tokenizer->encode("the"), model.max_positions(),
+        models::SampleOptions().top_k(1).max_new_bytes(12), tokenizer->special_tokens().eos);
+  }
+  EXPECT_EQ(result.output, "the" + tokenizer->decode(generated) + "\n");
+
+  const std::string gpt = exported(testing::small_spec(ModelKind::kGpt), "gpt");
+  EXPECT_EQ(run("generate " + gpt + " --prompt x --max-new-bytes 4 --precision bf16").exit_code, 0);
+  Result refused = run("generate " + llama + " --prompt the --precision fp16");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("--precision = \"fp16\" needs a CUDA build"), std::string::npos)
+      << refused.output;
+  refused = run("generate " + gpt + " --prompt x --precision bf61");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("--precision"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("bf61"), std::string::npos) << refused.output;
 }
 
 TEST_F(InferenceCommands, PredictClassifiesIdxImagesRawAndGzipped) {

@@ -217,6 +217,11 @@ Subcommand add_generate(CLI::App& app) {
       ->capture_default_str();
   generate->add_option("--seed", options->seed, "the same seed gives the same text")
       ->capture_default_str();
+  generate
+      ->add_option("--precision", options->precision,
+                   "fp32, or bf16: products in bfloat16 (autocast) and a Hugging Face model's "
+                   "linear weights loaded in bfloat16 (half the memory)")
+      ->capture_default_str();
   generate->add_flag("--no-kv-cache", options->no_kv_cache,
                      "Hugging Face models: a forward of the whole window for every token instead "
                      "of keeping keys and values (the same text, slower; for checks and timing)");

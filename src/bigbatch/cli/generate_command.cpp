@@ -2,10 +2,13 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_export.h"
+#include "bigbatch/nn/lora.h"
+#include "bigbatch/nn/precision.h"
 #include "bigbatch/text/tokenizer.h"
 
 namespace bigbatch::cli {
@@ -22,8 +25,14 @@ models::SampleOptions sample_options(const GenerateOptions& options) {
 
 /// A causal LM of a Hugging Face model directory continues the prompt, token by token, until
 /// max_new_bytes tokens or its EOS.
-int generate_hf(const GenerateOptions& options, std::ostream& out) {
-  const models::HfModel model = models::load_hf_model(options.model_path);
+int generate_hf(const GenerateOptions& options, nn::Precision precision, std::ostream& out) {
+  models::HfModel model;
+  {
+    std::optional<nn::LinearStorageScope> narrow_linears;
+    if (precision == nn::Precision::kBf16)
+      narrow_linears.emplace(torch::kBFloat16);
+    model = models::load_hf_model(options.model_path);
+  }
   BB_CHECK_INPUT(model.task == models::HfTask::kCausalLm, "bigbatch generate needs a causal LM; ",
                  options.model_path, " holds a ", model.model_type,
                  " classifier (use bigbatch predict)");
@@ -38,6 +47,7 @@ int generate_hf(const GenerateOptions& options, std::ostream& out) {
   models::CausalLm lm = model.causal_lm();
   if (options.no_kv_cache)
     lm.forward_cached = nullptr;
+  const nn::AutocastGuard autocast(precision, torch::kCPU);
   const std::vector<int64_t> generated =
       models::generate_ids(lm, ids, model.max_positions(),
                            sample_options(options).drawable_ids(tokenizer->vocab_size()), eos);
@@ -51,12 +61,15 @@ int run_generate(const GenerateOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.max_new_bytes >= 0, "--max-new-bytes must be >= 0, got ",
                  options.max_new_bytes);
   BB_CHECK_INPUT(options.temperature > 0.0, "--temperature must be > 0, got ", options.temperature);
+  const nn::Precision precision = nn::parse_precision(options.precision, "--precision");
+  nn::check_precision_supported(precision, torch::kCPU, "--precision");
   if (std::filesystem::is_directory(options.model_path))
-    return generate_hf(options, out);
+    return generate_hf(options, precision, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   BB_CHECK_INPUT(exported.spec.kind == models::ModelKind::kGpt, "bigbatch generate needs a gpt; ",
                  options.model_path, " holds a ", models::to_string(exported.spec.kind),
                  exported.spec.classes() > 0 ? " classifier (use bigbatch predict)" : " model");
+  const nn::AutocastGuard autocast(precision, torch::kCPU);
   const std::string text =
       models::generate_text(exported.model.gpt, options.prompt, sample_options(options));
   out << text << "\n";

@@ -18,6 +18,9 @@ struct GenerateOptions {
   double temperature = models::SampleOptions().temperature();  ///< > 0; smaller is greedier
   int64_t top_k = models::SampleOptions().top_k();  ///< draw among the k likeliest; <= 0 = all
   uint64_t seed = models::SampleOptions().seed();   ///< the same seed gives the same text
+  /// "fp32", or "bf16": forward passes under CPU bf16 autocast, and a Hugging Face model's linear
+  /// weights stored in bfloat16 from loading on (nn::LinearStorageScope).
+  std::string precision = "fp32";
   /// A Hugging Face model recomputes the whole window for every token instead of keeping the
   /// keys and values of the tokens before (models::KvCache): the same text, slower.
   bool no_kv_cache = false;
@@ -26,8 +29,8 @@ struct GenerateOptions {
 /// Loads the export, continues the prompt with models::generate_text and prints the prompt and
 /// its continuation followed by a newline. A directory is read as a Hugging Face causal LM with
 /// its tokenizer (models::generate_ids up to its EOS, with a KV cache unless no_kv_cache). Throws
-/// InputError for a bad option (naming the flag), a file that is not an export (see load_exported)
-/// or a model that is not a gpt.
+/// InputError for a bad option (naming the flag; --precision fp16, which needs CUDA, among them), a
+/// file that is not an export (see load_exported) or a model that is not a gpt.
 int run_generate(const GenerateOptions& options, std::ostream& out);
 
 }  // namespace bigbatch::cli

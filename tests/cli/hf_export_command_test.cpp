@@ -7,7 +7,9 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "bigbatch/io/safetensors.h"
 #include "cli/cli_support.h"
@@ -65,6 +67,10 @@ TEST(HfExportCommand, TheMergedExportGeneratesWhatTheTrainedModelSampled) {
   const auto config = nlohmann::json::parse(testing::read_file(adapter + "/adapter_config.json"));
   EXPECT_EQ(config["task_type"], "CAUSAL_LM");
   EXPECT_EQ(config["fan_in_fan_out"], true);
+  // The adapter directory generates on its base (base_model_name_or_path) as the merged export.
+  const Result from_adapter = run("generate " + adapter + " --prompt the --max-new-bytes 12");
+  ASSERT_EQ(from_adapter.exit_code, 0) << from_adapter.output;
+  EXPECT_EQ(from_adapter.output, generated.output);
 
   const Result again = run("export " + run_dir + " --out " + merged);
   EXPECT_EQ(again.exit_code, 2);
@@ -73,6 +79,50 @@ TEST(HfExportCommand, TheMergedExportGeneratesWhatTheTrainedModelSampled) {
   const Result classify = run("predict " + merged + " --input " + corpus);
   EXPECT_EQ(classify.exit_code, 2);
   EXPECT_THAT(classify.output, HasSubstr("holds a gpt2 language model (use bigbatch generate)"));
+}
+
+/// The probabilities of predict's output lines, in order (the class names left out).
+std::vector<std::string> probabilities(const std::string& output) {
+  std::vector<std::string> values;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string field;
+    for (int i = 0; std::getline(fields, field, '\t'); ++i) {
+      if (i > 0 && i % 2 == 0)
+        values.push_back(field);
+    }
+  }
+  return values;
+}
+
+TEST(HfExportCommand, ALoraClassifiersAdapterPredictsAsItsMergedExport) {
+  testing::TempDir dir;
+  for (const std::string label : {"cats", "dogs", "owls"}) {
+    for (int i = 0; i < 8; ++i)
+      dir.write("texts/" + label + "/" + std::to_string(i) + ".txt", label + " " + label);
+  }
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result train =
+      run("train " + settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
+          " -s data.min_per_class=4 -s adapter.kind=lora --run-dir " + run_dir);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const std::string merged = (dir.path() / "merged").string();
+  const std::string adapter = (dir.path() / "adapter").string();
+  ASSERT_EQ(run("export " + run_dir + " --out " + merged).exit_code, 0);
+  ASSERT_EQ(run("export " + run_dir + " --out " + adapter + " --format peft").exit_code, 0);
+  const std::string inputs = dir.write("inputs.txt", "cats cats\n%\nowls\n").string();
+  const Result from_merged = run("predict " + merged + " --input " + inputs + " --top 3");
+  ASSERT_EQ(from_merged.exit_code, 0) << from_merged.output;
+  // The base is named with --base here; the adapter's classifier brings the three classes.
+  const Result from_adapter =
+      run("predict " + adapter + " --base " + kHf + "tiny-bert --input " + inputs + " --top 3");
+  ASSERT_EQ(from_adapter.exit_code, 0) << from_adapter.output;
+  EXPECT_EQ(probabilities(from_adapter.output), probabilities(from_merged.output));
+  EXPECT_EQ(probabilities(from_adapter.output).size(), 6u);
+  const Result wrong = run("predict " + merged + " --base " + kHf + "tiny-bert --input " + inputs);
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_THAT(wrong.output, HasSubstr("--base is for a PEFT adapter directory"));
 }
 
 TEST(HfExportCommand, TheClassifiersExportPredictsTheClassesOfItsData) {

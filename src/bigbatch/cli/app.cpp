@@ -203,8 +203,12 @@ Subcommand add_generate(CLI::App& app) {
                          "Face causal LM (a directory)");
   generate
       ->add_option("model", options->model_path,
-                   "the export (.safetensors) of a gpt, or a Hugging Face model directory")
+                   "the export (.safetensors) of a gpt, a Hugging Face model directory, or a PEFT "
+                   "adapter directory")
       ->required();
+  generate->add_option("--base", options->base,
+                       "a PEFT adapter's base model directory (default: its adapter_config.json's "
+                       "base_model_name_or_path)");
   generate->add_option("--prompt", options->prompt, "the text to continue")->required();
   generate->add_option("--max-new-bytes", options->max_new_bytes, "bytes appended to the prompt")
       ->capture_default_str();
@@ -231,9 +235,17 @@ Subcommand add_generate(CLI::App& app) {
 Subcommand add_predict(CLI::App& app) {
   auto options = std::make_shared<PredictOptions>();
   CLI::App* predict = app.add_subcommand(
-      "predict", "Classify images (resnet) or texts (bert) with an exported classifier");
-  predict->add_option("model", options->model_path, "the export (.safetensors) of a classifier")
+      "predict",
+      "Classify images (resnet) or texts (bert) with an exported classifier or a "
+      "Hugging Face one");
+  predict
+      ->add_option("model", options->model_path,
+                   "the export (.safetensors) of a classifier, a Hugging Face classifier "
+                   "directory, or a PEFT adapter directory")
       ->required();
+  predict->add_option("--base", options->base,
+                      "a PEFT adapter's base model directory (default: its adapter_config.json's "
+                      "base_model_name_or_path)");
   predict
       ->add_option("--input", options->input_path,
                    "resnet: IDX images (gzip or raw); bert: a text file, inputs separated by lines "

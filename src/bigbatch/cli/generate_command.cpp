@@ -4,10 +4,10 @@
 #include <memory>
 #include <optional>
 
+#include "bigbatch/cli/hf_inference.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_export.h"
-#include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/precision.h"
 #include "bigbatch/text/tokenizer.h"
 
@@ -23,20 +23,16 @@ models::SampleOptions sample_options(const GenerateOptions& options) {
       .seed(options.seed);
 }
 
-/// A causal LM of a Hugging Face model directory continues the prompt, token by token, until
-/// max_new_bytes tokens or its EOS.
+/// A causal LM of a Hugging Face model directory (or a PEFT adapter on one) continues the prompt,
+/// token by token, until max_new_bytes tokens or its EOS.
 int generate_hf(const GenerateOptions& options, nn::Precision precision, std::ostream& out) {
-  models::HfModel model;
-  {
-    std::optional<nn::LinearStorageScope> narrow_linears;
-    if (precision == nn::Precision::kBf16)
-      narrow_linears.emplace(torch::kBFloat16);
-    model = models::load_hf_model(options.model_path);
-  }
+  InferenceModel loaded = load_inference_model(
+      InferenceModelOptions{options.model_path, options.base, precision == nn::Precision::kBf16});
+  const models::HfModel& model = loaded.model;
   BB_CHECK_INPUT(model.task == models::HfTask::kCausalLm, "bigbatch generate needs a causal LM; ",
                  options.model_path, " holds a ", model.model_type,
                  " classifier (use bigbatch predict)");
-  const std::unique_ptr<text::Tokenizer> tokenizer = text::load_tokenizer(options.model_path);
+  const std::unique_ptr<text::Tokenizer>& tokenizer = loaded.tokenizer;
   torch::NoGradGuard no_grad;
   model.module()->eval();
   std::vector<int64_t> ids = tokenizer->encode(options.prompt);
@@ -63,7 +59,10 @@ int run_generate(const GenerateOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.temperature > 0.0, "--temperature must be > 0, got ", options.temperature);
   const nn::Precision precision = nn::parse_precision(options.precision, "--precision");
   nn::check_precision_supported(precision, torch::kCPU, "--precision");
-  if (std::filesystem::is_directory(options.model_path))
+  const bool directory = std::filesystem::is_directory(options.model_path);
+  BB_CHECK_INPUT(directory || options.base.empty(), "--base is for a PEFT adapter directory; ",
+                 options.model_path, " is not a directory");
+  if (directory)
     return generate_hf(options, precision, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   BB_CHECK_INPUT(exported.spec.kind == models::ModelKind::kGpt, "bigbatch generate needs a gpt; ",

@@ -11,7 +11,9 @@ namespace bigbatch::cli {
 
 /// What the command line gave `bigbatch generate`; the sampling defaults are SampleOptions'.
 struct GenerateOptions {
-  std::string model_path;  ///< an export (export_model) of a gpt, or a Hugging Face directory
+  std::string model_path;  ///< an export (export_model) of a gpt, a Hugging Face directory, or
+                           ///< a PEFT adapter directory
+  std::string base;        ///< an adapter's base model directory ("": its adapter_config.json's)
   std::string prompt;      ///< the text to continue
   /// Bytes appended (>= 0); tokens for a Hugging Face model, which also stops at its EOS.
   int64_t max_new_bytes = models::SampleOptions().max_new_bytes();
@@ -28,7 +30,8 @@ struct GenerateOptions {
 
 /// Loads the export, continues the prompt with models::generate_text and prints the prompt and
 /// its continuation followed by a newline. A directory is read as a Hugging Face causal LM with
-/// its tokenizer (models::generate_ids up to its EOS, with a KV cache unless no_kv_cache). Throws
+/// its tokenizer (models::generate_ids up to its EOS, with a KV cache unless no_kv_cache), a PEFT
+/// adapter directory as its base model with the adapters merged (cli::load_inference_model). Throws
 /// InputError for a bad option (naming the flag; --precision fp16, which needs CUDA, among them), a
 /// file that is not an export (see load_exported) or a model that is not a gpt.
 int run_generate(const GenerateOptions& options, std::ostream& out);

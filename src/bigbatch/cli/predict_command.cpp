@@ -10,6 +10,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "bigbatch/cli/hf_inference.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/data/fortune_collections.h"
 #include "bigbatch/data/idx.h"
@@ -120,21 +121,23 @@ std::vector<std::string> hf_class_names(const std::string& directory, int64_t cl
   return names;
 }
 
-/// A classifier of a Hugging Face model directory, with its tokenizer.
+/// A classifier of a Hugging Face model directory (or a PEFT adapter on one), with its tokenizer.
 int predict_hf(const PredictOptions& options, std::ostream& out) {
-  const models::HfModel model = models::load_hf_model(options.model_path);
+  const InferenceModel loaded =
+      load_inference_model(InferenceModelOptions{options.model_path, options.base, false});
+  const models::HfModel& model = loaded.model;
   BB_CHECK_INPUT(model.task == models::HfTask::kClassification,
                  "bigbatch predict needs a classifier; ", options.model_path, " holds a ",
                  model.model_type, " language model (use bigbatch generate)");
   BB_CHECK_INPUT(options.top >= 1 && options.top <= model.outputs(), "--top must be in [1, ",
                  model.outputs(), "] (the model's classes), got ", options.top);
-  const std::unique_ptr<text::Tokenizer> tokenizer = text::load_tokenizer(options.model_path);
+  const std::unique_ptr<text::Tokenizer>& tokenizer = loaded.tokenizer;
   const int64_t context = std::min<int64_t>(512, model.max_positions());
   std::vector<data::TokenIds> sequences;
   for (const std::string& text : input_texts(options.input_path))
     sequences.push_back(job::encode_truncated(*tokenizer, text, context));
   const std::vector<int64_t> labels(sequences.size(), 0);
-  const std::vector<std::string> names = hf_class_names(options.model_path, model.outputs());
+  const std::vector<std::string> names = hf_class_names(loaded.model_directory, model.outputs());
   const int64_t pad = job::hf_pad_id(*tokenizer);
   const data::TokenClassificationDataset inputs(
       std::move(sequences), labels, names,
@@ -149,7 +152,10 @@ int predict_hf(const PredictOptions& options, std::ostream& out) {
 }  // namespace
 
 int run_predict(const PredictOptions& options, std::ostream& out) {
-  if (std::filesystem::is_directory(options.model_path))
+  const bool directory = std::filesystem::is_directory(options.model_path);
+  BB_CHECK_INPUT(directory || options.base.empty(), "--base is for a PEFT adapter directory; ",
+                 options.model_path, " is not a directory");
+  if (directory)
     return predict_hf(options, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   const models::ModelSpec& spec = exported.spec;

@@ -14,7 +14,9 @@ namespace bigbatch::cli {
 
 /// What the command line gave `bigbatch predict`.
 struct PredictOptions {
-  std::string model_path;  ///< an export (export_model) of a resnet or bert, or an HF directory
+  std::string model_path;  ///< an export (export_model) of a resnet or bert, an HF directory, or
+                           ///< a PEFT adapter directory
+  std::string base;        ///< an adapter's base model directory ("": its adapter_config.json's)
   std::string input_path;  ///< IDX images (resnet) or a text file (bert)
   int64_t top = 1;         ///< classes printed per input, likeliest first
 };
@@ -33,8 +35,10 @@ std::unique_ptr<data::Dataset> classifier_inputs(const models::ModelSpec& spec,
 /// likeliest classes, each as its name and its probability (softmax of the logits), separated by
 /// tabs, for example "0\tAnkle boot\t0.9712". A directory is read as a Hugging Face classifier
 /// with its tokenizer: texts as for a bert, cut to 512 tokens or the model's positions, classes
-/// named by its config's id2label. Throws InputError for a `top` outside
-/// [1, classes], a file that is not an export, a model that is not a classifier, or bad inputs.
+/// named by its config's id2label; a PEFT adapter directory as its base model with the adapters
+/// merged and its saved classifier (cli::load_inference_model). Throws InputError for a `top`
+/// outside [1, classes], a file that is not an export, a model that is not a classifier, or bad
+/// inputs.
 int run_predict(const PredictOptions& options, std::ostream& out);
 
 }  // namespace bigbatch::cli

@@ -231,6 +231,25 @@ TEST_F(InferenceCommands, PredictClassifiesFortuneSeparatedTexts) {
   EXPECT_EQ(ids[1][5].item<int64_t>(), '.');
   EXPECT_EQ(ids[1][6].item<int64_t>(), data::kFortunePadId);
   EXPECT_EQ(ids[1][11].item<int64_t>(), data::kFortunePadId);
+
+  // In bf16 the same classes come out, with probabilities within bf16's rounding of the logits.
+  const Result bf16 = run("predict " + model + " --input " + texts + " --top 3 --precision bf16");
+  const Result fp32 = run("predict " + model + " --input " + texts + " --top 3");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  const std::vector<std::string> bf16_lines = lines_of(bf16.output);
+  const std::vector<std::string> fp32_lines = lines_of(fp32.output);
+  ASSERT_EQ(bf16_lines.size(), 3u) << bf16.output;
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<std::string> a = fields_of(bf16_lines[i]), b = fields_of(fp32_lines[i]);
+    ASSERT_EQ(a.size(), 7u) << bf16_lines[i];
+    for (size_t k = 2; k < 7; k += 2)
+      EXPECT_NEAR(std::stod(a[k]), std::stod(b[k]), 0.02)
+          << bf16_lines[i] << " / " << fp32_lines[i];
+  }
+  const Result fp16 = run("predict " + model + " --input " + texts + " --precision fp16");
+  EXPECT_EQ(fp16.exit_code, 2);
+  EXPECT_NE(fp16.output.find("--precision = \"fp16\" needs a CUDA build"), std::string::npos)
+      << fp16.output;
 }
 
 TEST_F(InferenceCommands, PredictRejectsBadInputs) {

@@ -195,6 +195,15 @@ Subcommand add_export(CLI::App& app) {
   return {command, [options](std::ostream& out) { return run_export(*options, out); }};
 }
 
+/// The help of generate's and predict's --precision.
+const char* const kInferencePrecisionHelp =
+    "fp32, or bf16: products in bfloat16 (autocast) and a Hugging Face model's linear weights "
+    "loaded in bfloat16 (half the memory)";
+/// The help of generate's and predict's --base.
+const char* const kAdapterBaseHelp =
+    "a PEFT adapter's base model directory (default: its adapter_config.json's "
+    "base_model_name_or_path)";
+
 Subcommand add_generate(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* generate =
@@ -206,9 +215,7 @@ Subcommand add_generate(CLI::App& app) {
                    "the export (.safetensors) of a gpt, a Hugging Face model directory, or a PEFT "
                    "adapter directory")
       ->required();
-  generate->add_option("--base", options->base,
-                       "a PEFT adapter's base model directory (default: its adapter_config.json's "
-                       "base_model_name_or_path)");
+  generate->add_option("--base", options->base, kAdapterBaseHelp);
   generate->add_option("--prompt", options->prompt, "the text to continue")->required();
   generate->add_option("--max-new-bytes", options->max_new_bytes, "bytes appended to the prompt")
       ->capture_default_str();
@@ -221,10 +228,7 @@ Subcommand add_generate(CLI::App& app) {
       ->capture_default_str();
   generate->add_option("--seed", options->seed, "the same seed gives the same text")
       ->capture_default_str();
-  generate
-      ->add_option("--precision", options->precision,
-                   "fp32, or bf16: products in bfloat16 (autocast) and a Hugging Face model's "
-                   "linear weights loaded in bfloat16 (half the memory)")
+  generate->add_option("--precision", options->precision, kInferencePrecisionHelp)
       ->capture_default_str();
   generate->add_flag("--no-kv-cache", options->no_kv_cache,
                      "Hugging Face models: a forward of the whole window for every token instead "
@@ -243,15 +247,15 @@ Subcommand add_predict(CLI::App& app) {
                    "the export (.safetensors) of a classifier, a Hugging Face classifier "
                    "directory, or a PEFT adapter directory")
       ->required();
-  predict->add_option("--base", options->base,
-                      "a PEFT adapter's base model directory (default: its adapter_config.json's "
-                      "base_model_name_or_path)");
+  predict->add_option("--base", options->base, kAdapterBaseHelp);
   predict
       ->add_option("--input", options->input_path,
                    "resnet: IDX images (gzip or raw); bert: a text file, inputs separated by lines "
                    "holding only %")
       ->required();
   predict->add_option("--top", options->top, "classes printed per input, likeliest first")
+      ->capture_default_str();
+  predict->add_option("--precision", options->precision, kInferencePrecisionHelp)
       ->capture_default_str();
   return {predict, [options](std::ostream& out) { return run_predict(*options, out); }};
 }

@@ -19,6 +19,7 @@
 #include "bigbatch/job/hf_workload.h"
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_export.h"
+#include "bigbatch/nn/precision.h"
 
 namespace bigbatch::cli {
 namespace {
@@ -122,9 +123,9 @@ std::vector<std::string> hf_class_names(const std::string& directory, int64_t cl
 }
 
 /// A classifier of a Hugging Face model directory (or a PEFT adapter on one), with its tokenizer.
-int predict_hf(const PredictOptions& options, std::ostream& out) {
-  const InferenceModel loaded =
-      load_inference_model(InferenceModelOptions{options.model_path, options.base, false});
+int predict_hf(const PredictOptions& options, nn::Precision precision, std::ostream& out) {
+  const InferenceModel loaded = load_inference_model(
+      InferenceModelOptions{options.model_path, options.base, precision == nn::Precision::kBf16});
   const models::HfModel& model = loaded.model;
   BB_CHECK_INPUT(model.task == models::HfTask::kClassification,
                  "bigbatch predict needs a classifier; ", options.model_path, " holds a ",
@@ -143,6 +144,7 @@ int predict_hf(const PredictOptions& options, std::ostream& out) {
       std::move(sequences), labels, names,
       data::TokenDatasetOptions(context).pad_id(pad).name(options.input_path));
   model.module()->eval();
+  const nn::AutocastGuard autocast(precision, torch::kCPU);
   print_predictions(
       inputs, [&model, pad](const torch::Tensor& x) { return model.forward(x, x.ne(pad)); }, names,
       options.top, out);
@@ -155,8 +157,10 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
   const bool directory = std::filesystem::is_directory(options.model_path);
   BB_CHECK_INPUT(directory || options.base.empty(), "--base is for a PEFT adapter directory; ",
                  options.model_path, " is not a directory");
+  const nn::Precision precision = nn::parse_precision(options.precision, "--precision");
+  nn::check_precision_supported(precision, torch::kCPU, "--precision");
   if (directory)
-    return predict_hf(options, out);
+    return predict_hf(options, precision, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   const models::ModelSpec& spec = exported.spec;
   BB_CHECK_INPUT(spec.classes() > 0, "bigbatch predict needs a classifier (resnet or bert); ",
@@ -165,6 +169,7 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.top >= 1 && options.top <= spec.classes(), "--top must be in [1, ",
                  spec.classes(), "] (the model's classes), got ", options.top);
   const std::unique_ptr<data::Dataset> inputs = classifier_inputs(spec, options.input_path);
+  const nn::AutocastGuard autocast(precision, torch::kCPU);
   print_predictions(
       *inputs,
       [&exported, &spec](const torch::Tensor& x) {

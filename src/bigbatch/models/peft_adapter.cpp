@@ -130,7 +130,8 @@ HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std:
   int64_t num_labels = 0;
   if (const torch::Tensor* head = weights.find(std::string(kPeftPrefix) + "classifier.weight"))
     num_labels = head->size(0);
-  HfModel model = load_hf_model(peft_base_model(directory, base), num_labels);
+  const std::string base_directory = peft_base_model(directory, base);
+  HfModel model = load_hf_model(base_directory, num_labels);
   torch::nn::Module& module = *model.module();
 
   // use_rslora scales by alpha / sqrt(r): an alpha of alpha * sqrt(r) gives that as alpha' / r.
@@ -140,8 +141,16 @@ HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std:
       alpha.get<double>() * (rslora ? std::sqrt(static_cast<double>(r)) : 1.0);
   const std::vector<std::string> targets =
       target_names(module, field(config, "target_modules"), config_path);
-  const std::vector<std::string> adapted =
-      nn::apply_lora(module, nn::LoraOptions().rank(r).alpha(effective_alpha).targets(targets));
+  std::vector<std::string> adapted;
+  try {
+    adapted =
+        nn::apply_lora(module, nn::LoraOptions().rank(r).alpha(effective_alpha).targets(targets));
+  } catch (const InputError& error) {  // the adapter is for another model
+    std::string what = error.what();
+    const std::string option = "LoraOptions.targets: ";
+    throw InputError(cat(config_path, ": target_modules do not fit the base model ", base_directory,
+                         ": ", starts_with(what, option) ? what.substr(option.size()) : what));
+  }
 
   std::set<std::string> used;
   torch::NoGradGuard no_grad;

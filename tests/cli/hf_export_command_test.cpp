@@ -81,6 +81,44 @@ TEST(HfExportCommand, TheMergedExportGeneratesWhatTheTrainedModelSampled) {
   EXPECT_THAT(classify.output, HasSubstr("holds a gpt2 language model (use bigbatch generate)"));
 }
 
+TEST(HfExportCommand, ALoraRunStartsFromAPeftAdapter) {
+  testing::TempDir dir;
+  const std::string corpus = dir.write("corpus.txt", small_corpus()).string();
+  const std::string start = kHf + "peft-tiny-llama";  // saved by Python's PEFT: r 4, rsLoRA
+  const std::string run_dir = (dir.path() / "run").string();
+  // A learning rate too small to move a float32 weight: the adapters stay as loaded.
+  const Result train = run("train " + settings("tiny-llama") + "-s data.path=" + corpus +
+                           " -s adapter.kind=lora -s adapter.base_dtype=bfloat16 "
+                           "-s adapter.init_from=" +
+                           start + " -s optim.lr=1e-12 -s train.steps=1 --run-dir " + run_dir);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_THAT(train.output, HasSubstr("lora: rank 4, alpha 16, dropout 0 on 6 layers"));
+  EXPECT_THAT(train.output, HasSubstr("; from " + start));
+  const std::string adapter = (dir.path() / "adapter").string();
+  ASSERT_EQ(run("export " + run_dir + " --out " + adapter + " --format peft").exit_code, 0);
+  const io::Safetensors exported = io::read_safetensors(adapter + "/adapter_model.safetensors");
+  const io::Safetensors source = io::read_safetensors(start + "/adapter_model.safetensors");
+  ASSERT_EQ(exported.tensors.size(), source.tensors.size());
+  for (const auto& [name, tensor] : source.tensors) {
+    const torch::Tensor* found = exported.find(name);
+    ASSERT_NE(found, nullptr) << name;
+    EXPECT_TRUE(torch::equal(*found, tensor)) << name;
+  }
+
+  Result refused = run("train " + settings("tiny-llama") + "-s data.path=" + corpus +
+                       " -s adapter.kind=lora -s adapter.init_from=" + start +
+                       " -s adapter.rank=8 --run-dir " + (dir.path() / "r2").string());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.output,
+              HasSubstr("adapter.rank = 8, but adapter.init_from's adapter has r 4"));
+  refused = run("train " + settings("tiny-llama") + "-s data.path=" + corpus +
+                " -s adapter.init_from=" + start + " --run-dir " + (dir.path() / "r3").string());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.output, HasSubstr("which need adapter.kind = \"lora\""));
+  EXPECT_FALSE(fs::exists(dir.path() / "r2"));
+  EXPECT_FALSE(fs::exists(dir.path() / "r3"));
+}
+
 /// The probabilities of predict's output lines, in order (the class names left out).
 std::vector<std::string> probabilities(const std::string& output) {
   std::vector<std::string> values;

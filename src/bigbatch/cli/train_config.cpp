@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "bigbatch/cli/option_keys.h"
 #include "bigbatch/core/bytes.h"
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/device.h"
+#include "bigbatch/core/strings.h"
 #include "bigbatch/data/image_dataset.h"
 #include "bigbatch/dist/process_group.h"
 #include "bigbatch/engine/trainer.h"
+#include "bigbatch/models/peft_adapter.h"
 
 namespace bigbatch::cli {
 
@@ -483,19 +486,51 @@ void read_hf(ConfigReader& c, TrainConfig& t) {
                                            "none = every weight trains; lora = low-rank "
                                            "adapters on frozen pretrained weights");
   hf.adapter.lora = adapter == "lora";
+  hf.adapter.init_from =
+      c.get_string("adapter.init_from", "",
+                   "a PEFT LoRA adapter directory to start from: its rank, alpha, targets and "
+                   "weights; empty = fresh adapters");
+  // An adapter to start from gives the defaults of rank, alpha and targets (so that a resolved
+  // config, which holds them all, reads back the same).
+  std::optional<models::PeftLoraConfig> start;
+  if (!hf.adapter.init_from.empty())
+    start = models::read_peft_lora_config(hf.adapter.init_from);
+  const bool listed_targets = start && start->target_modules.is_array();
   hf.adapter.lora_options
-      .rank(c.get_int("adapter.rank", hf.adapter.lora_options.rank(), "LoRA rank r"))
-      .alpha(c.get_double("adapter.alpha", hf.adapter.lora_options.alpha(),
+      .rank(c.get_int("adapter.rank", start ? start->rank : hf.adapter.lora_options.rank(),
+                      "LoRA rank r"))
+      .alpha(c.get_double("adapter.alpha", start ? start->alpha : hf.adapter.lora_options.alpha(),
                           "LoRA alpha: the update is scaled by alpha / rank"))
       .dropout(c.get_double("adapter.dropout", hf.adapter.lora_options.dropout(),
                             "dropout on the adapters' input"))
-      .targets(name_list(c.get_string("adapter.targets", "",
-                                      "comma-separated module names or name endings to adapt; "
-                                      "empty = q_proj,v_proj (llama), c_attn (gpt2), "
-                                      "query,value (bert)")))
+      .targets(name_list(c.get_string(
+          "adapter.targets",
+          listed_targets ? join(start->target_modules.get<std::vector<std::string>>(), ",") : "",
+          "comma-separated module names or name endings to adapt; empty = q_proj,v_proj (llama), "
+          "c_attn (gpt2), query,value (bert)")))
       .trainable(name_list(c.get_string("adapter.trainable", "",
                                         "comma-separated modules trained in full besides the "
                                         "adapters (a fresh classifier always is)")));
+  if (start) {
+    const nn::LoraOptions& lora = hf.adapter.lora_options;
+    const std::string leave_out = cat(" (", start->path, "); leave it out");
+    BB_CHECK_INPUT(hf.adapter.lora, c.where("adapter.init_from"), ": adapter.init_from = \"",
+                   hf.adapter.init_from,
+                   "\" starts LoRA adapters, which need adapter.kind = \"lora\"");
+    BB_CHECK_INPUT(lora.rank() == start->rank, c.where("adapter.rank"),
+                   ": adapter.rank = ", lora.rank(), ", but adapter.init_from's adapter has r ",
+                   start->rank, leave_out);
+    BB_CHECK_INPUT(std::abs(lora.alpha() - start->alpha) <= 1e-12 * start->alpha,
+                   c.where("adapter.alpha"), ": adapter.alpha = ", lora.alpha(),
+                   ", but adapter.init_from's adapter has ", start->alpha,
+                   " (lora_alpha, times sqrt(r) with use_rslora)", leave_out);
+    const std::vector<std::string> listed =
+        listed_targets ? start->target_modules.get<std::vector<std::string>>()
+                       : std::vector<std::string>();
+    BB_CHECK_INPUT(lora.targets() == listed, c.where("adapter.targets"), ": adapter.targets = \"",
+                   join(lora.targets(), ","), "\", but adapter.init_from's adapter targets ",
+                   start->target_modules.dump(), leave_out);
+  }
   const std::string frozen = c.get_choice(
       "adapter.base_dtype", "float32", {"float32", "bfloat16", "float16"},
       "storage of the frozen weights of the linear layers (bfloat16/float16 halve it)");

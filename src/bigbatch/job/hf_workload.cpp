@@ -19,6 +19,7 @@
 #include "bigbatch/job/concurrency_choice.h"
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_info.h"
+#include "bigbatch/models/peft_adapter.h"
 #include "bigbatch/nn/mode_guard.h"
 #include "bigbatch/text/conversation.h"
 #include "bigbatch/text/tokenizer.h"
@@ -213,7 +214,8 @@ std::vector<std::string> fresh_modules(const std::vector<std::string>& fresh) {
 }
 
 /// Adds the adapters, freezes the rest and narrows the frozen weights; returns the plan row.
-std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter) {
+std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter,
+                  const std::string& model_path) {
   torch::nn::Module& module = *model.module();
   if (!adapter.lora)
     return "none: every weight trains";
@@ -221,16 +223,31 @@ std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter)
   if (lora.targets().empty())
     lora.targets(default_lora_targets(model.model_type));
   std::vector<std::string> trainable = lora.trainable();
-  for (const std::string& fresh : fresh_modules(model.fresh)) {
-    if (std::find(trainable.begin(), trainable.end(), fresh) == trainable.end())
-      trainable.push_back(fresh);
+  std::optional<models::PeftLoraConfig> start;
+  std::vector<std::string> also_trainable = fresh_modules(model.fresh);
+  if (!adapter.init_from.empty()) {
+    start = models::read_peft_lora_config(adapter.init_from);
+    also_trainable.insert(also_trainable.end(), start->modules_to_save.begin(),
+                          start->modules_to_save.end());
+  }
+  for (const std::string& name : also_trainable) {
+    if (std::find(trainable.begin(), trainable.end(), name) == trainable.end())
+      trainable.push_back(name);
   }
   lora.trainable(trainable);
-  const std::vector<std::string> adapted = nn::apply_lora(module, lora);
+  std::vector<std::string> adapted;
+  if (start) {
+    adapted = models::apply_peft_lora(module, *start, lora, model_path);
+    models::load_peft_weights(module, adapted, *start);
+    lora.rank(start->rank).alpha(start->alpha).targets(models::peft_targets(module, *start));
+  } else {
+    adapted = nn::apply_lora(module, lora);
+  }
   nn::store_frozen_weights(module, adapter.frozen_dtype);
   return cat("lora: rank ", lora.rank(), ", alpha ", lora.alpha(), ", dropout ", lora.dropout(),
              " on ", adapted.size(), " layers (", join(lora.targets()), ")",
-             trainable.empty() ? "" : cat("; trained in full: ", join(trainable)));
+             trainable.empty() ? "" : cat("; trained in full: ", join(trainable)),
+             start ? cat("; from ", adapter.init_from) : "");
 }
 
 /// "1,234 of 5,678 (21.7%)": trainable parameters of all.
@@ -297,9 +314,11 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   {
     // Linear weights that LoRA will freeze narrow are built narrow, so that the model is never
     // whole in float32. Where some train in full, they are loaded in float32 as the rest.
-    const bool frozen_narrow = options.adapter.lora &&
-                               options.adapter.frozen_dtype != torch::kFloat &&
-                               options.adapter.lora_options.trainable().empty() && !options.float64;
+    const bool frozen_narrow =
+        options.adapter.lora && options.adapter.frozen_dtype != torch::kFloat &&
+        options.adapter.lora_options.trainable().empty() && !options.float64 &&
+        (options.adapter.init_from.empty() ||
+         models::read_peft_lora_config(options.adapter.init_from).modules_to_save.empty());
     std::optional<nn::LinearStorageScope> narrow_linears;
     if (frozen_narrow)
       narrow_linears.emplace(options.adapter.frozen_dtype);
@@ -308,7 +327,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   }
   if (options.float64)
     model.module()->to(torch::kFloat64);
-  const std::string adapter_row = adapt(model, options.adapter);
+  const std::string adapter_row = adapt(model, options.adapter, options.model_path);
   model.set_checkpointing(options.checkpointing);
   if (model.bert)
     model.bert->set_skip_padding(options.skip_padding);

@@ -28,6 +28,10 @@ struct HfAdapterOptions {
   /// Storage of the frozen weights of the linear layers (with lora): float32, bfloat16 or
   /// float16.
   torch::Dtype frozen_dtype = torch::kFloat;
+  /// A PEFT LoRA adapter directory to start from ("": fresh adapters): its rank, alpha and
+  /// targets replace lora_options', its weights the adapters' initial ones, and its modules saved
+  /// whole train in full with their saved weights (models::read_peft_lora_config).
+  std::string init_from;
 };
 
 /// Which model, on which data, fine-tuned how.

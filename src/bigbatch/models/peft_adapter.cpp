@@ -98,8 +98,10 @@ std::string peft_base_model(const std::string& directory, const std::string& bas
   return base_path;
 }
 
-HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std::string& base) {
-  const std::string config_path = (fs::path(directory) / "adapter_config.json").string();
+PeftLoraConfig read_peft_lora_config(const std::string& directory) {
+  PeftLoraConfig result;
+  result.path = (fs::path(directory) / "adapter_config.json").string();
+  const std::string& config_path = result.path;
   const Json config = read_adapter_config(directory);
   BB_CHECK_INPUT(field(config, "peft_type") == "LORA", config_path, ": peft_type ",
                  field(config, "peft_type").dump(), " is not supported (bigbatch reads \"LORA\")");
@@ -120,38 +122,34 @@ HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std:
                  config_path,
                  ": r must be a positive integer and lora_alpha a number, got r = ", rank.dump(),
                  ", lora_alpha = ", alpha.dump());
-  const std::string weights_path = (fs::path(directory) / "adapter_model.safetensors").string();
-  BB_CHECK_INPUT(fs::is_regular_file(weights_path), directory,
+  result.rank = rank.get<int64_t>();
+  // use_rslora scales by alpha / sqrt(r): an alpha of alpha * sqrt(r) gives that as alpha' / r.
+  const bool rslora = field(config, "use_rslora") == true;
+  result.alpha = alpha.get<double>() * (rslora ? std::sqrt(static_cast<double>(result.rank)) : 1.0);
+  result.target_modules = field(config, "target_modules");
+  const Json saved = field(config, "modules_to_save");
+  BB_CHECK_INPUT(saved.is_null() || saved.is_array(), config_path,
+                 ": modules_to_save must be a list or null, got ", saved.dump());
+  for (const Json& name : saved.is_array() ? saved : Json::array()) {
+    BB_CHECK_INPUT(name.is_string(), config_path, ": modules_to_save must hold strings, got ",
+                   name.dump());
+    result.modules_to_save.push_back(name.get<std::string>());
+  }
+  result.weights_path = (fs::path(directory) / "adapter_model.safetensors").string();
+  BB_CHECK_INPUT(fs::is_regular_file(result.weights_path), directory,
                  " holds no adapter_model.safetensors (bigbatch reads adapters saved as "
                  "safetensors, PEFT's default)");
-  const io::Safetensors weights = io::read_safetensors(weights_path);
+  return result;
+}
 
-  // A classifier gets the classes of its saved head.
-  int64_t num_labels = 0;
-  if (const torch::Tensor* head = weights.find(std::string(kPeftPrefix) + "classifier.weight"))
-    num_labels = head->size(0);
-  const std::string base_directory = peft_base_model(directory, base);
-  HfModel model = load_hf_model(base_directory, num_labels);
-  torch::nn::Module& module = *model.module();
+std::vector<std::string> peft_targets(torch::nn::Module& module, const PeftLoraConfig& config) {
+  return target_names(module, config.target_modules, config.path);
+}
 
-  // use_rslora scales by alpha / sqrt(r): an alpha of alpha * sqrt(r) gives that as alpha' / r.
-  const int64_t r = rank.get<int64_t>();
-  const bool rslora = field(config, "use_rslora") == true;
-  const double effective_alpha =
-      alpha.get<double>() * (rslora ? std::sqrt(static_cast<double>(r)) : 1.0);
-  const std::vector<std::string> targets =
-      target_names(module, field(config, "target_modules"), config_path);
-  std::vector<std::string> adapted;
-  try {
-    adapted =
-        nn::apply_lora(module, nn::LoraOptions().rank(r).alpha(effective_alpha).targets(targets));
-  } catch (const InputError& error) {  // the adapter is for another model
-    std::string what = error.what();
-    const std::string option = "LoraOptions.targets: ";
-    throw InputError(cat(config_path, ": target_modules do not fit the base model ", base_directory,
-                         ": ", starts_with(what, option) ? what.substr(option.size()) : what));
-  }
-
+void load_peft_weights(torch::nn::Module& module, const std::vector<std::string>& adapted,
+                       const PeftLoraConfig& config) {
+  const io::Safetensors weights = io::read_safetensors(config.weights_path);
+  const std::string& weights_path = config.weights_path;
   std::set<std::string> used;
   torch::NoGradGuard no_grad;
   const auto copy_in = [&](const std::string& name, torch::Tensor destination) {
@@ -164,8 +162,9 @@ HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std:
     destination.copy_(*source);
     used.insert(file_name);
   };
+  const auto modules = module.named_modules();
   for (const std::string& name : adapted) {
-    auto* layer = module.named_modules()[name]->as<nn::AdaptedLinear>();
+    auto* layer = modules[name]->as<nn::AdaptedLinear>();
     copy_in(name + ".lora_A.weight", layer->lora_A);
     copy_in(name + ".lora_B.weight", layer->lora_B);
   }
@@ -186,6 +185,35 @@ HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std:
                    "\"");
     copy_in(name, found->second);
   }
+}
+
+std::vector<std::string> apply_peft_lora(torch::nn::Module& module, const PeftLoraConfig& config,
+                                         nn::LoraOptions options, const std::string& base) {
+  options.rank(config.rank).alpha(config.alpha).targets(peft_targets(module, config));
+  try {
+    return nn::apply_lora(module, options);
+  } catch (const InputError& error) {  // the adapter is for another model
+    std::string what = error.what();
+    const std::string option = "LoraOptions.targets: ";
+    throw InputError(cat(config.path, ": target_modules do not fit the base model ", base, ": ",
+                         starts_with(what, option) ? what.substr(option.size()) : what));
+  }
+}
+
+HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std::string& base) {
+  const PeftLoraConfig config = read_peft_lora_config(directory);
+  // A classifier gets the classes of its saved head.
+  int64_t num_labels = 0;
+  {
+    const io::Safetensors weights = io::map_safetensors(config.weights_path);
+    if (const torch::Tensor* head = weights.find(std::string(kPeftPrefix) + "classifier.weight"))
+      num_labels = head->size(0);
+  }
+  const std::string base_directory = peft_base_model(directory, base);
+  HfModel model = load_hf_model(base_directory, num_labels);
+  const std::vector<std::string> adapted =
+      apply_peft_lora(*model.module(), config, nn::LoraOptions(), base_directory);
+  load_peft_weights(*model.module(), adapted, config);
   return model;
 }
 

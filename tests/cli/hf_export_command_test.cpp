@@ -119,6 +119,25 @@ TEST(HfExportCommand, ALoraRunStartsFromAPeftAdapter) {
   EXPECT_FALSE(fs::exists(dir.path() / "r3"));
 }
 
+TEST(HfExportCommand, AClassifierRunStartsFromAPeftAdapterWithItsSavedHead) {
+  testing::TempDir dir;
+  for (const std::string label : {"cats", "dogs", "owls"}) {
+    for (int i = 0; i < 8; ++i)
+      dir.write("texts/" + label + "/" + std::to_string(i) + ".txt", label + " " + label);
+  }
+  // Saved by Python's PEFT for 3 classes; its modules_to_save also names "score", which BERT
+  // has not (PEFT sets both for any classifier).
+  const Result train =
+      run("train " + settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
+          " -s data.min_per_class=4 -s adapter.kind=lora -s adapter.init_from=" + kHf +
+          "peft-tiny-bert --run-dir " + (dir.path() / "run").string());
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  // target_modules are saved from a Python set: in either order.
+  EXPECT_THAT(train.output, HasSubstr("lora: rank 2, alpha 4, dropout 0 on 4 layers ("));
+  EXPECT_THAT(train.output,
+              HasSubstr("); trained in full: classifier; from " + kHf + "peft-tiny-bert"));
+}
+
 /// The probabilities of predict's output lines, in order (the class names left out).
 std::vector<std::string> probabilities(const std::string& output) {
   std::vector<std::string> values;

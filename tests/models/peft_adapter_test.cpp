@@ -1,7 +1,7 @@
 // models::load_hf_model_with_peft_adapter against Python's PEFT: adapters that PEFT saved on the
-// tiny Llama (rsLoRA, a list of targets) and GPT-2 (Conv1D, a regular expression of targets)
-// give PeftModel's logits, before and after merging; the base is found or named; every
-// unsupported setting and broken file is named.
+// tiny Llama (rsLoRA, a list of targets), GPT-2 (Conv1D, a regular expression of targets) and
+// BERT (a classifier saved whole) give PeftModel's logits, before and after merging; the base is
+// found or named; every unsupported setting and broken file is named.
 #include "bigbatch/models/peft_adapter.h"
 
 #include <gtest/gtest.h>
@@ -57,6 +57,25 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, PeftAdapter, ::testing::Values("tiny-llama"
                            name.erase(name.find('-'), 1);
                            return name;
                          });
+
+TEST(PeftAdapterDirectory, AClassifiersSavedHeadBringsItsClassesAndPeftModelsLogits) {
+  const nlohmann::json golden =
+      nlohmann::json::parse(testing::read_file(hf_dir("peft-golden.json")))["peft-tiny-bert"];
+  const HfModel model =
+      load_hf_model_with_peft_adapter(hf_dir("peft-tiny-bert"), hf_dir("tiny-bert"));
+  model.module()->eval();
+  EXPECT_EQ(model.outputs(), 3);  // the saved classifier's rows, not the base config's labels
+  const torch::Tensor ids =
+      torch::tensor(golden["input_ids"][0].get<std::vector<int64_t>>(), torch::kLong)
+          .unsqueeze(0);  // (1, T)
+  const torch::Tensor expected =
+      torch::tensor(golden["logits"].get<std::vector<double>>(), torch::kFloat)
+          .view(golden["logits_shape"].get<std::vector<int64_t>>());  // (1, 3)
+  torch::NoGradGuard no_grad;
+  EXPECT_LE((model.forward(ids) - expected).abs().max().item<double>(), 1e-5);
+  nn::merge_lora(*model.module());
+  EXPECT_LE((model.forward(ids) - expected).abs().max().item<double>(), 1e-5);
+}
 
 TEST(PeftAdapterDirectory, IsToldFromAModelDirectoryAndItsBaseIsFoundOrNamed) {
   EXPECT_TRUE(is_peft_adapter(hf_dir("peft-tiny-llama")));

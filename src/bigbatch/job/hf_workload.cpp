@@ -227,8 +227,15 @@ std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter,
   std::vector<std::string> also_trainable = fresh_modules(model.fresh);
   if (!adapter.init_from.empty()) {
     start = models::read_peft_lora_config(adapter.init_from);
-    also_trainable.insert(also_trainable.end(), start->modules_to_save.begin(),
-                          start->modules_to_save.end());
+    // PEFT lists names for any model of the task ("classifier", "score"); those of this one.
+    for (const std::string& saved : start->modules_to_save) {
+      for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+        if (item.key() == saved || ends_with(item.key(), "." + saved)) {
+          also_trainable.push_back(saved);
+          break;
+        }
+      }
+    }
   }
   for (const std::string& name : also_trainable) {
     if (std::find(trainable.begin(), trainable.end(), name) == trainable.end())

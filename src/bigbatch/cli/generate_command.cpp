@@ -1,11 +1,10 @@
 #include "bigbatch/cli/generate_command.h"
 
 #include <filesystem>
-#include <memory>
-#include <optional>
 
 #include "bigbatch/cli/hf_inference.h"
 #include "bigbatch/core/check.h"
+#include "bigbatch/job/hf_workload.h"
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/models/model_export.h"
 #include "bigbatch/nn/precision.h"
@@ -32,22 +31,15 @@ int generate_hf(const GenerateOptions& options, nn::Precision precision, std::os
   BB_CHECK_INPUT(model.task == models::HfTask::kCausalLm, "bigbatch generate needs a causal LM; ",
                  options.model_path, " holds a ", model.model_type,
                  " classifier (use bigbatch predict)");
-  const std::unique_ptr<text::Tokenizer>& tokenizer = loaded.tokenizer;
   torch::NoGradGuard no_grad;
   model.module()->eval();
-  std::vector<int64_t> ids = tokenizer->encode(options.prompt);
-  const std::optional<int64_t> eos = tokenizer->special_tokens().eos;
-  if (ids.empty())
-    ids.push_back(eos.value_or(0));
-  // Ids the tokenizer has no token for (a vocabulary padded beyond it) are never drawn.
   models::CausalLm lm = model.causal_lm();
   if (options.no_kv_cache)
     lm.forward_cached = nullptr;
   const nn::AutocastGuard autocast(precision, torch::kCPU);
-  const std::vector<int64_t> generated =
-      models::generate_ids(lm, ids, model.max_positions(),
-                           sample_options(options).drawable_ids(tokenizer->vocab_size()), eos);
-  out << options.prompt << tokenizer->decode(generated) << "\n";
+  out << job::continue_prompt(lm, *loaded.tokenizer, options.prompt, model.max_positions(),
+                              sample_options(options))
+      << "\n";
   return 0;
 }
 
@@ -57,12 +49,9 @@ int run_generate(const GenerateOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.max_new_bytes >= 0, "--max-new-bytes must be >= 0, got ",
                  options.max_new_bytes);
   BB_CHECK_INPUT(options.temperature > 0.0, "--temperature must be > 0, got ", options.temperature);
-  const nn::Precision precision = nn::parse_precision(options.precision, "--precision");
-  nn::check_precision_supported(precision, torch::kCPU, "--precision");
-  const bool directory = std::filesystem::is_directory(options.model_path);
-  BB_CHECK_INPUT(directory || options.base.empty(), "--base is for a PEFT adapter directory; ",
-                 options.model_path, " is not a directory");
-  if (directory)
+  const nn::Precision precision =
+      check_inference_options(options.model_path, options.base, options.precision);
+  if (std::filesystem::is_directory(options.model_path))
     return generate_hf(options, precision, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   BB_CHECK_INPUT(exported.spec.kind == models::ModelKind::kGpt, "bigbatch generate needs a gpt; ",

@@ -10,11 +10,22 @@
 
 namespace bigbatch::cli {
 
+nn::Precision check_inference_options(const std::string& path, const std::string& base,
+                                      const std::string& precision) {
+  const nn::Precision parsed = nn::parse_precision(precision, "--precision");
+  nn::check_precision_supported(parsed, torch::kCPU, "--precision");
+  if (!base.empty()) {
+    BB_CHECK_INPUT(std::filesystem::is_directory(path), "--base is for a PEFT adapter directory; ",
+                   path, " is not a directory");
+    BB_CHECK_INPUT(models::is_peft_adapter(path), "--base is for a PEFT adapter directory; ", path,
+                   " holds a whole model (config.json)");
+  }
+  return parsed;
+}
+
 InferenceModel load_inference_model(const InferenceModelOptions& options) {
   InferenceModel loaded;
   const bool adapter = models::is_peft_adapter(options.path);
-  BB_CHECK_INPUT(adapter || options.base.empty(), "--base is for a PEFT adapter directory; ",
-                 options.path, " holds a whole model (config.json)");
   loaded.model_directory =
       adapter ? models::peft_base_model(options.path, options.base) : options.path;
   {

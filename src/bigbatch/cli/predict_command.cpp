@@ -154,12 +154,9 @@ int predict_hf(const PredictOptions& options, nn::Precision precision, std::ostr
 }  // namespace
 
 int run_predict(const PredictOptions& options, std::ostream& out) {
-  const bool directory = std::filesystem::is_directory(options.model_path);
-  BB_CHECK_INPUT(directory || options.base.empty(), "--base is for a PEFT adapter directory; ",
-                 options.model_path, " is not a directory");
-  const nn::Precision precision = nn::parse_precision(options.precision, "--precision");
-  nn::check_precision_supported(precision, torch::kCPU, "--precision");
-  if (directory)
+  const nn::Precision precision =
+      check_inference_options(options.model_path, options.base, options.precision);
+  if (std::filesystem::is_directory(options.model_path))
     return predict_hf(options, precision, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   const models::ModelSpec& spec = exported.spec;

@@ -213,8 +213,10 @@ std::vector<std::string> fresh_modules(const std::vector<std::string>& fresh) {
   return modules;
 }
 
-/// Adds the adapters, freezes the rest and narrows the frozen weights; returns the plan row.
+/// Adds the adapters (those of `start`, adapter.init_from's, when it is set), freezes the rest and
+/// narrows the frozen weights; returns the plan row.
 std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter,
+                  const std::optional<models::PeftLoraConfig>& start,
                   const std::string& model_path) {
   torch::nn::Module& module = *model.module();
   if (!adapter.lora)
@@ -223,14 +225,12 @@ std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter,
   if (lora.targets().empty())
     lora.targets(default_lora_targets(model.model_type));
   std::vector<std::string> trainable = lora.trainable();
-  std::optional<models::PeftLoraConfig> start;
   std::vector<std::string> also_trainable = fresh_modules(model.fresh);
-  if (!adapter.init_from.empty()) {
-    start = models::read_peft_lora_config(adapter.init_from);
+  if (start) {
     // PEFT lists names for any model of the task ("classifier", "score"); those of this one.
     for (const std::string& saved : start->modules_to_save) {
       for (const auto& item : module.named_modules("", /*include_self=*/false)) {
-        if (item.key() == saved || ends_with(item.key(), "." + saved)) {
+        if (nn::module_named(item.key(), saved)) {
           also_trainable.push_back(saved);
           break;
         }
@@ -280,6 +280,19 @@ data::TokenIds encode_truncated(const text::Tokenizer& tokenizer, const std::str
   return cut;
 }
 
+std::string continue_prompt(const models::CausalLm& lm, const text::Tokenizer& tokenizer,
+                            const std::string& prompt, int64_t context,
+                            const models::SampleOptions& sample, torch::Device device) {
+  std::vector<int64_t> ids = tokenizer.encode(prompt);
+  const std::optional<int64_t> eos = tokenizer.special_tokens().eos;
+  if (ids.empty())
+    ids.push_back(eos.value_or(0));
+  const std::vector<int64_t> generated = models::generate_ids(
+      lm, ids, context, models::SampleOptions(sample).drawable_ids(tokenizer.vocab_size()), eos,
+      device);
+  return prompt + tokenizer.decode(generated);
+}
+
 int64_t hf_pad_id(const text::Tokenizer& tokenizer) {
   const text::SpecialTokens& special = tokenizer.special_tokens();
   return special.pad ? *special.pad : special.eos ? *special.eos : 0;
@@ -318,14 +331,17 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   models::HfModel model;
   if (classification)
     classes = classification_data(options, *tokenizer, context);
+  // The PEFT adapter the LoRA adapters start from, if any.
+  std::optional<models::PeftLoraConfig> start;
+  if (options.adapter.lora && !options.adapter.init_from.empty())
+    start = models::read_peft_lora_config(options.adapter.init_from);
   {
     // Linear weights that LoRA will freeze narrow are built narrow, so that the model is never
     // whole in float32. Where some train in full, they are loaded in float32 as the rest.
-    const bool frozen_narrow =
-        options.adapter.lora && options.adapter.frozen_dtype != torch::kFloat &&
-        options.adapter.lora_options.trainable().empty() && !options.float64 &&
-        (options.adapter.init_from.empty() ||
-         models::read_peft_lora_config(options.adapter.init_from).modules_to_save.empty());
+    const bool frozen_narrow = options.adapter.lora &&
+                               options.adapter.frozen_dtype != torch::kFloat &&
+                               options.adapter.lora_options.trainable().empty() &&
+                               !options.float64 && (!start || start->modules_to_save.empty());
     std::optional<nn::LinearStorageScope> narrow_linears;
     if (frozen_narrow)
       narrow_linears.emplace(options.adapter.frozen_dtype);
@@ -334,7 +350,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   }
   if (options.float64)
     model.module()->to(torch::kFloat64);
-  const std::string adapter_row = adapt(model, options.adapter, options.model_path);
+  const std::string adapter_row = adapt(model, options.adapter, start, options.model_path);
   model.set_checkpointing(options.checkpointing);
   if (model.bert)
     model.bert->set_skip_padding(options.skip_padding);
@@ -409,15 +425,8 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
                          sample = options.sample]() {
       torch::NoGradGuard no_grad;
       nn::ModeGuard eval_mode(*model.module(), /*train=*/false);
-      std::vector<int64_t> ids = tokenizer->encode(prompt);
-      if (ids.empty())
-        ids.push_back(tokenizer->special_tokens().eos.value_or(0));
-      // Ids the tokenizer has no token for (a vocabulary padded beyond it) are never drawn.
-      const std::vector<int64_t> generated =
-          models::generate_ids(model.causal_lm(), ids, context,
-                               models::SampleOptions(sample).drawable_ids(tokenizer->vocab_size()),
-                               tokenizer->special_tokens().eos, device_of(*model.module()));
-      return prompt + tokenizer->decode(generated);
+      return continue_prompt(model.causal_lm(), *tokenizer, prompt, context, sample,
+                             device_of(*model.module()));
     };
     w.sample_heading = cat("sample (temperature ", options.sample.temperature(), ", top-k ",
                            options.sample.top_k(), ")");

@@ -73,6 +73,15 @@ data::TokenIds encode_truncated(const text::Tokenizer& tokenizer, const std::str
 /// The id that pads a tokenizer's inputs: its pad token, else its EOS, else 0.
 int64_t hf_pad_id(const text::Tokenizer& tokenizer);
 
+/// `prompt` followed by the text of what models::generate_ids draws after its tokens (the EOS, else
+/// id 0, for an empty prompt) from `lm` on `device`, stopping after the EOS. Ids the tokenizer has
+/// no token for (a vocabulary padded beyond it) are never drawn. The caller sets eval mode and
+/// no-grad.
+std::string continue_prompt(const models::CausalLm& lm, const text::Tokenizer& tokenizer,
+                            const std::string& prompt, int64_t context,
+                            const models::SampleOptions& sample,
+                            torch::Device device = torch::kCPU);
+
 /// The parts of a workload that exports and predictions need besides the module.
 struct HfWorkloadParts {
   models::HfModel model;  ///< as loaded and adapted (the workload's module)

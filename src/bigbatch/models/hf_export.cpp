@@ -14,6 +14,7 @@
 #include "bigbatch/io/read_file.h"
 #include "bigbatch/io/safetensors.h"
 #include "bigbatch/models/model_export.h"
+#include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/lora_merge.h"
 
 namespace bigbatch::models {
@@ -55,12 +56,6 @@ std::string architecture_of(const std::string& model_type) {
 std::string module_of(const std::string& tensor) {
   const size_t dot = tensor.rfind('.');
   return dot == std::string::npos ? "" : tensor.substr(0, dot);
-}
-
-/// Whether module `name` is what `pattern` names: the whole name or its last components (as
-/// nn::LoraOptions and PEFT match).
-bool names(const std::string& name, const std::string& pattern) {
-  return name == pattern || ends_with(name, "." + pattern);
 }
 
 /// Whether `name` is `module` or lies inside it.
@@ -185,7 +180,7 @@ PeftExport peft_export(const HfModel& model, const fs::path& source,
   const auto modules = module.named_modules("", /*include_self=*/false);
   for (const auto& item : modules) {
     for (const std::string& pattern : options.modules_to_save()) {
-      if (names(item.key(), pattern)) {
+      if (nn::module_named(item.key(), pattern)) {
         unmatched.erase(pattern);
         wanted.insert(item.key());
       }

@@ -157,20 +157,14 @@ torch::Tensor HfGpt2Impl::logits(const torch::Tensor& input_ids,
       (lm_head_weight.defined() ? nn::embedding(wte->weight, input_ids) : wte->forward(input_ids)) +
       wpe->forward(positions);  // (B, T, C)
   x = maybe_dropout(x, config_.embd_pdrop(), is_training());
-  // One token after cached ones attends to every key: no mask.
   const nn::AttentionMask mask =
-      past > 0 ? nn::AttentionMask{}
-               : attention_mask_of(attention_mask, input_ids, /*causal=*/true, "GPT-2");
-  if (cache != nullptr) {
-    for (size_t i = 0; i < h->size(); ++i)
-      x = h->ptr(i)->as<HfGpt2Block>()->forward(x, mask, {cache, i});  // (B, T, C)
-    cache->advance(time);
-  } else {
-    x = run_layers(h, checkpointing_, is_training(), x,
-                   [blocks = h, mask](size_t i, const torch::Tensor& in) {
-                     return blocks->ptr(i)->as<HfGpt2Block>()->forward(in, mask);  // (B, T, C)
-                   });
-  }
+      attention_mask_of(attention_mask, input_ids, /*causal=*/true, "GPT-2", past);
+  x = run_layers(
+      h, checkpointing_, is_training(), x,
+      [blocks = h, mask, cache](size_t i, const torch::Tensor& in) {
+        return blocks->ptr(i)->as<HfGpt2Block>()->forward(in, mask, {cache, i});  // (B, T, C)
+      },
+      cache);
   x = ln_f->forward(x);
   return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : wte->weight);  // (B, T, V)
 }

@@ -266,22 +266,15 @@ torch::Tensor HfLlamaImpl::logits(const torch::Tensor& input_ids,
   const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);  // (T, D)
   const torch::Tensor cos = angles.cos().to(x.scalar_type());
   const torch::Tensor sin = angles.sin().to(x.scalar_type());
-  // One token after cached ones attends to every key: no mask.
   const nn::AttentionMask mask =
-      past > 0
-          ? nn::AttentionMask{}
-          : attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type());
-  if (cache != nullptr) {
-    for (size_t i = 0; i < layers->size(); ++i)
-      x = layers->ptr(i)->as<HfLlamaLayer>()->forward(x, cos, sin, mask, {cache, i});
-    cache->advance(time);
-  } else {
-    x = run_layers(layers, checkpointing_, is_training(), x,
-                   [all = layers, cos, sin, mask](size_t i, const torch::Tensor& in) {
-                     return all->ptr(i)->as<HfLlamaLayer>()->forward(in, cos, sin,
-                                                                     mask);  // (B, T, C)
-                   });
-  }
+      attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type(), past);
+  x = run_layers(
+      layers, checkpointing_, is_training(), x,
+      [all = layers, cos, sin, mask, cache](size_t i, const torch::Tensor& in) {
+        return all->ptr(i)->as<HfLlamaLayer>()->forward(in, cos, sin, mask,
+                                                        {cache, i});  // (B, T, C)
+      },
+      cache);
   x = norm->forward(x);
   return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : embed_tokens->weight);
 }

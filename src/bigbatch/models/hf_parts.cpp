@@ -29,7 +29,9 @@ void check_input_ids(const torch::Tensor& input_ids, const std::string& model,
 
 nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
                                     const torch::Tensor& input_ids, bool causal,
-                                    const std::string& model) {
+                                    const std::string& model, int64_t past) {
+  if (past > 0)
+    return {};
   nn::AttentionMask mask{causal, {}};
   if (attention_mask.defined()) {
     BB_CHECK_INPUT(attention_mask.sizes() == input_ids.sizes(), model,
@@ -41,8 +43,9 @@ nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
 }
 
 torch::Tensor run_layers(const torch::nn::ModuleList& layers, const nn::CheckpointPolicy& policy,
-                         bool training, torch::Tensor x, const LayerCall& call) {
-  const bool may_checkpoint = training && torch::GradMode::is_enabled();
+                         bool training, torch::Tensor x, const LayerCall& call, KvCache* cache) {
+  const int64_t time = x.size(1);
+  const bool may_checkpoint = training && torch::GradMode::is_enabled() && cache == nullptr;
   for (size_t i = 0; i < layers->size(); ++i) {
     if (may_checkpoint && policy.applies_to(static_cast<int64_t>(i))) {
       const std::vector<torch::Tensor> parameters = layers->ptr(i)->parameters();
@@ -52,6 +55,8 @@ torch::Tensor run_layers(const torch::nn::ModuleList& layers, const nn::Checkpoi
       x = call(i, x);  // (B, T, C)
     }
   }
+  if (cache != nullptr)
+    cache->advance(time);
   return x;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "bigbatch/models/kv_cache.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/recompute.h"
 
@@ -30,10 +31,12 @@ void check_input_ids(const torch::Tensor& input_ids, const std::string& model,
                      const std::string& limit_field, int64_t limit);
 
 /// The attention mask of a model's forward: `causal`, with padding where `attention_mask` (B, T)
-/// is 0 when it is defined. InputError names `model` when its shape is not input_ids'.
+/// is 0 when it is defined. After `past` > 0 tokens held in a KV cache, none: the one new token
+/// attends to every key (KvCache::check_next allows no more). InputError names `model` when the
+/// mask's shape is not input_ids'.
 nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
                                     const torch::Tensor& input_ids, bool causal,
-                                    const std::string& model);
+                                    const std::string& model, int64_t past = 0);
 
 /// One transformer layer of a model: layer `index` applied to x (B, T, C) -> (B, T, C). It is
 /// called again during backward when the layer is checkpointed, so it must capture what it uses
@@ -41,8 +44,11 @@ nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
 using LayerCall = std::function<torch::Tensor(size_t index, const torch::Tensor& x)>;
 
 /// Runs the `layers` in order on x (B, T, C) as `call(i, x)`; layer i runs under nn::checkpoint
-/// with its own parameters when `training`, grad mode is on and `policy` applies to i.
+/// with its own parameters when `training`, grad mode is on and `policy` applies to i. With a
+/// `cache`, whose slots the calls extend, no layer is checkpointed (a recomputed layer would
+/// extend it twice) and the cache counts the T tokens after the last layer.
 torch::Tensor run_layers(const torch::nn::ModuleList& layers, const nn::CheckpointPolicy& policy,
-                         bool training, torch::Tensor x, const LayerCall& call);
+                         bool training, torch::Tensor x, const LayerCall& call,
+                         KvCache* cache = nullptr);
 
 }  // namespace bigbatch::models

@@ -14,11 +14,6 @@
 namespace bigbatch::nn {
 namespace {
 
-/// Whether module `name` is what `pattern` names: the whole name or its last components.
-bool names(const std::string& name, const std::string& pattern) {
-  return name == pattern || ends_with(name, "." + pattern);
-}
-
 /// The names of the layers that take an adapter, as targets would give them: each name after its
 /// last layer number ("attention.self.query" for "encoder.layer.0.attention.self.query"), once.
 std::string adaptable_names(torch::nn::Module& module) {
@@ -108,6 +103,10 @@ AdaptedLinearImpl::AdaptedLinearImpl(int64_t in, int64_t out, bool with_bias, We
   }
 }
 
+bool module_named(const std::string& name, const std::string& pattern) {
+  return name == pattern || ends_with(name, "." + pattern);
+}
+
 LinearStorageScope::LinearStorageScope(torch::Dtype dtype) : previous_(linear_storage) {
   check_storage_dtype(dtype);
   linear_storage = dtype;
@@ -188,7 +187,7 @@ std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions
   for (const auto& item : module.named_modules("", /*include_self=*/false)) {
     bool target = false;
     for (const std::string& pattern : options.targets()) {
-      if (names(item.key(), pattern)) {
+      if (module_named(item.key(), pattern)) {
         target = true;
         unmatched.erase(pattern);
       }
@@ -203,7 +202,7 @@ std::vector<std::string> apply_lora(torch::nn::Module& module, const LoraOptions
       layers.push_back(layer);
     }
     for (const std::string& pattern : options.trainable()) {
-      if (names(item.key(), pattern)) {
+      if (module_named(item.key(), pattern)) {
         unmatched_trainable.erase(pattern);
         trainable.push_back(item.value());
       }

@@ -47,6 +47,11 @@ class AdaptedLinearImpl : public torch::nn::Module {
 /// Module holder for AdaptedLinearImpl.
 TORCH_MODULE(AdaptedLinear);
 
+/// Whether module `name` is what `pattern` names: the whole name or its last components ("q_proj"
+/// names "model.layers.0.self_attn.q_proj"), as LoraOptions.targets and PEFT's target_modules
+/// match them.
+bool module_named(const std::string& name, const std::string& pattern);
+
 /// While alive, AdaptedLinears constructed on this thread store their weight and bias in `dtype`
 /// from the start: each is initialised in float32 as always, then narrowed at once, so a model
 /// built under the scope never holds all of its linear weights in float32 (a 7B Llama's 24 GiB).

@@ -29,6 +29,16 @@ std::string settings(const std::string& model) {
          "-s train.blas_threads=1 -s train.eval_samples=32 -s train.steps=3 ";
 }
 
+/// `per_class` texts "label label" in a folder per label under `dir`/texts; returns that path.
+std::string write_class_folders(testing::TempDir& dir, const std::vector<std::string>& labels,
+                                int per_class) {
+  for (const std::string& label : labels) {
+    for (int i = 0; i < per_class; ++i)
+      dir.write("texts/" + label + "/" + std::to_string(i) + ".txt", label + " " + label);
+  }
+  return (dir.path() / "texts").string();
+}
+
 TEST(HfExportCommand, TheMergedExportGeneratesWhatTheTrainedModelSampled) {
   testing::TempDir dir;
   const std::string corpus = dir.write("corpus.txt", small_corpus()).string();
@@ -121,14 +131,11 @@ TEST(HfExportCommand, ALoraRunStartsFromAPeftAdapter) {
 
 TEST(HfExportCommand, AClassifierRunStartsFromAPeftAdapterWithItsSavedHead) {
   testing::TempDir dir;
-  for (const std::string label : {"cats", "dogs", "owls"}) {
-    for (int i = 0; i < 8; ++i)
-      dir.write("texts/" + label + "/" + std::to_string(i) + ".txt", label + " " + label);
-  }
+  const std::string texts = write_class_folders(dir, {"cats", "dogs", "owls"}, 8);
   // Saved by Python's PEFT for 3 classes; its modules_to_save also names "score", which BERT
   // has not (PEFT sets both for any classifier).
   const Result train =
-      run("train " + settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
+      run("train " + settings("tiny-bert") + "-s data.path=" + texts +
           " -s data.min_per_class=4 -s adapter.kind=lora -s adapter.init_from=" + kHf +
           "peft-tiny-bert --run-dir " + (dir.path() / "run").string());
   ASSERT_EQ(train.exit_code, 0) << train.output;
@@ -155,14 +162,10 @@ std::vector<std::string> probabilities(const std::string& output) {
 
 TEST(HfExportCommand, ALoraClassifiersAdapterPredictsAsItsMergedExport) {
   testing::TempDir dir;
-  for (const std::string label : {"cats", "dogs", "owls"}) {
-    for (int i = 0; i < 8; ++i)
-      dir.write("texts/" + label + "/" + std::to_string(i) + ".txt", label + " " + label);
-  }
+  const std::string texts = write_class_folders(dir, {"cats", "dogs", "owls"}, 8);
   const std::string run_dir = (dir.path() / "run").string();
-  const Result train =
-      run("train " + settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
-          " -s data.min_per_class=4 -s adapter.kind=lora --run-dir " + run_dir);
+  const Result train = run("train " + settings("tiny-bert") + "-s data.path=" + texts +
+                           " -s data.min_per_class=4 -s adapter.kind=lora --run-dir " + run_dir);
   ASSERT_EQ(train.exit_code, 0) << train.output;
   const std::string merged = (dir.path() / "merged").string();
   const std::string adapter = (dir.path() / "adapter").string();
@@ -184,14 +187,10 @@ TEST(HfExportCommand, ALoraClassifiersAdapterPredictsAsItsMergedExport) {
 
 TEST(HfExportCommand, TheClassifiersExportPredictsTheClassesOfItsData) {
   testing::TempDir dir;
-  for (const std::string label : {"cats", "dogs", "owls", "bees"}) {
-    for (int i = 0; i < 10; ++i)
-      dir.write("texts/" + label + "/" + std::to_string(i) + ".txt", label + " " + label);
-  }
+  const std::string texts = write_class_folders(dir, {"cats", "dogs", "owls", "bees"}, 10);
   const std::string run_dir = (dir.path() / "run").string();
-  const Result train =
-      run("train " + settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
-          " -s data.min_per_class=5 --run-dir " + run_dir);
+  const Result train = run("train " + settings("tiny-bert") + "-s data.path=" + texts +
+                           " -s data.min_per_class=5 --run-dir " + run_dir);
   ASSERT_EQ(train.exit_code, 0) << train.output;
   const std::string merged = (dir.path() / "merged").string();
   ASSERT_EQ(run("export " + run_dir + " --out " + merged).exit_code, 0);

@@ -3,9 +3,12 @@
 for bigbatch's models::HfLlama tests.
 
 Writes tests/hf/tiny-llama/ (LlamaForCausalLM: grouped-query attention 4/2, rope_theta 500000
-with llama3 RoPE scaling, untied head) and tests/hf/tiny-qwen2/ (Qwen2ForCausalLM: q/k/v biases,
-tied embeddings), each with <name>-golden.json: two rows of token ids, transformers' logits
-(eager attention, float32, eval mode) and its loss with labels=ids. Run with the wheel's Python
+with llama3 RoPE scaling, untied head), tests/hf/tiny-qwen2/ (Qwen2ForCausalLM: q/k/v biases,
+tied embeddings), tests/hf/tiny-qwen3/ (Qwen3ForCausalLM: RMSNorm on each head's queries and
+keys, head_dim 16 with 4 heads of a width of 32, tied embeddings, and a sliding window of 8 keys
+on its second layer only) and tests/hf/tiny-mistral/ (MistralForCausalLM: a sliding window of 8
+keys on every layer), each with <name>-golden.json: two rows of 40 token ids (past the windows),
+transformers' logits (eager attention, float32, eval mode) and its loss with labels=ids. Run with the wheel's Python
 after installing transformers into it:
 
     ~/.cache/bigbatch/torch-2.15.0/bin/pip install transformers
@@ -55,6 +58,13 @@ def main():
     make("tiny-qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config(
         **SIZES, vocab_size=tiny_tokenizers.vocab_size("qwen2-bpe"), tie_word_embeddings=True),
         "qwen2-bpe")
+    make("tiny-qwen3", transformers.Qwen3ForCausalLM, transformers.Qwen3Config(
+        **SIZES, head_dim=16, vocab_size=tiny_tokenizers.vocab_size("qwen2-bpe"),
+        tie_word_embeddings=True, use_sliding_window=True, sliding_window=8, max_window_layers=1),
+        "qwen2-bpe")
+    make("tiny-mistral", transformers.MistralForCausalLM, transformers.MistralConfig(
+        **SIZES, head_dim=8, vocab_size=tiny_tokenizers.vocab_size("llama2-bpe-fallback"),
+        sliding_window=8), "llama2-bpe-fallback")
 
 
 if __name__ == "__main__":

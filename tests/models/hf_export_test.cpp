@@ -236,6 +236,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Fixture{"tiny-gpt2", 0, {"c_attn", "c_proj", "c_fc"}, {}},
                       Fixture{"tiny-llama", 0, {"q_proj", "v_proj", "o_proj", "gate_proj"}, {}},
                       Fixture{"tiny-qwen2", 0, {"q_proj", "k_proj", "v_proj"}, {}},
+                      Fixture{"tiny-qwen3", 0, {"q_proj", "k_proj", "o_proj", "down_proj"}, {}},
+                      Fixture{"tiny-mistral", 0, {"q_proj", "v_proj", "up_proj"}, {}},
                       Fixture{"tiny-bert", 0, {"query", "value"}, {"classifier"}},
                       Fixture{"tiny-bert-encoder", 4, {"query", "key"}, {"classifier"}}),
     [](const ::testing::TestParamInfo<Fixture>& param_info) {

@@ -1,6 +1,8 @@
 // models::HfLlama against Hugging Face transformers: logits and loss of the tiny random Llama
-// (grouped-query attention, llama3 RoPE scaling, untied head) and Qwen2 (q/k/v biases, tied
-// embeddings) that tests/hf/make_tiny_llama.py made, and every unsupported config named.
+// (grouped-query attention, llama3 RoPE scaling, untied head), Qwen2 (q/k/v biases, tied
+// embeddings), Qwen3 (query and key norms, a sliding window on one layer) and Mistral (a sliding
+// window on every layer) that tests/hf/make_tiny_llama.py made, and every unsupported config
+// named.
 #include "bigbatch/models/hf_llama.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +60,28 @@ TEST(HfLlama, Qwen2WithBiasesAndTiedEmbeddingsGivesTransformersLogits) {
   expect_transformers_logits("tiny-qwen2");
 }
 
+TEST(HfLlama, Qwen3WithQkNormsAndASlidingLayerGivesTransformersLogits) {
+  expect_transformers_logits("tiny-qwen3");
+}
+
+TEST(HfLlama, MistralWithASlidingWindowGivesTransformersLogits) {
+  expect_transformers_logits("tiny-mistral");
+}
+
+TEST(HfLlama, RightPaddingInsideASlidingWindowLeavesTheRealTokensAlone) {
+  HfLlama model = load_hf_llama(hf_dir("tiny-mistral"));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  const torch::Tensor ids = torch::randint(model->config().vocab_size(), {2, 20}, torch::kLong);
+  torch::Tensor mask = torch::ones({2, 20}, torch::kLong);
+  mask[1].slice(0, 14).fill_(0);                           // row 1: 14 real tokens, then padding
+  const torch::Tensor padded = model->forward(ids, mask);  // (2, 20, V)
+  const torch::Tensor alone = model->forward(ids.slice(0, 1).slice(1, 0, 14));  // (1, 14, V)
+  EXPECT_LE((padded[1].slice(0, 0, 14) - alone[0]).abs().max().item<double>(), 1e-5);
+  EXPECT_LE((padded[0] - model->forward(ids.slice(0, 0, 1))[0]).abs().max().item<double>(), 1e-5);
+}
+
 TEST(HfLlama, TheModelsAreWhatTheirConfigsSay) {
   HfLlama llama = load_hf_llama(hf_dir("tiny-llama"));
   EXPECT_EQ(llama->config().rope_scaling(), RopeScaling::kLlama3);
@@ -67,25 +91,91 @@ TEST(HfLlama, TheModelsAreWhatTheirConfigsSay) {
   EXPECT_FALSE(qwen->lm_head_weight.defined());
   EXPECT_TRUE(qwen->layers[0]->as<HfLlamaLayer>()->self_attn->q_proj->bias.defined());
   EXPECT_FALSE(qwen->layers[0]->as<HfLlamaLayer>()->self_attn->o_proj->bias.defined());
+  EXPECT_EQ(qwen->config().attention_window(0), 0);
+  HfLlama qwen3 = load_hf_llama(hf_dir("tiny-qwen3"));
+  const auto& attention = qwen3->layers[0]->as<HfLlamaLayer>()->self_attn;
+  EXPECT_EQ(attention->q_norm->weight.sizes(), torch::IntArrayRef({16}));
+  EXPECT_FALSE(attention->q_proj->bias.defined());
+  EXPECT_EQ(attention->q_proj->weight.sizes(), torch::IntArrayRef({64, 32}));  // 4 heads x 16
+  EXPECT_EQ(qwen3->config().attention_window(0), 0);
+  EXPECT_EQ(qwen3->config().attention_window(1), 8);
+  HfLlama mistral = load_hf_llama(hf_dir("tiny-mistral"));
+  EXPECT_EQ(mistral->config().attention_window(0), 8);
+  EXPECT_EQ(mistral->config().attention_window(1), 8);
+  EXPECT_FALSE(mistral->layers[0]->as<HfLlamaLayer>()->self_attn->q_norm);
+}
+
+/// read_hf_llama_config of `name`'s config.json, edited.
+HfLlamaConfig edited_config(const std::string& name,
+                            const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json config = nlohmann::json::parse(testing::read_file(hf_dir(name) + "/config.json"));
+  edit(config);
+  io::HfConfig reader(config, "config.json");
+  return read_hf_llama_config(reader);
+}
+
+TEST(HfLlamaConfig, QwenSlidingLayersFollowMaxWindowLayersWithoutLayerTypes) {
+  // Configs from before transformers 4.53 have no layer_types: layers from max_window_layers on
+  // slide when use_sliding_window is true (Qwen2Config's rule), none when it is false.
+  const auto without_types = [](bool used) {
+    return [used](nlohmann::json& c) {
+      c.erase("layer_types");
+      c["use_sliding_window"] = used;
+    };
+  };
+  EXPECT_EQ(edited_config("tiny-qwen3", without_types(true)).sliding_layers(),
+            std::vector<bool>({false, true}));
+  const HfLlamaConfig unused = edited_config("tiny-qwen3", without_types(false));
+  EXPECT_EQ(unused.attention_window(0), 0);
+  EXPECT_EQ(unused.attention_window(1), 0);
+  const HfLlamaConfig qwen2 = edited_config("tiny-qwen2", [](nlohmann::json& c) {
+    c["use_sliding_window"] = true;
+    c["sliding_window"] = 4;
+    c["max_window_layers"] = 0;
+    c.erase("layer_types");
+  });
+  EXPECT_EQ(qwen2.attention_window(0), 4);
+  EXPECT_EQ(qwen2.attention_window(1), 4);
+  // Mistral 7B v0.3 and later: sliding_window null, no window.
+  EXPECT_EQ(edited_config("tiny-mistral", [](nlohmann::json& c) { c["sliding_window"] = nullptr; })
+                .attention_window(0),
+            0);
 }
 
 /// A copy of the tiny Llama's config.json, edited, read by read_hf_llama_config.
 std::string config_error(const std::function<void(nlohmann::json&)>& edit) {
-  nlohmann::json config =
-      nlohmann::json::parse(testing::read_file(hf_dir("tiny-llama") + "/config.json"));
-  edit(config);
-  io::HfConfig reader(config, "config.json");
-  return testing::input_error_of([&] { read_hf_llama_config(reader); });
+  return testing::input_error_of([&] { edited_config("tiny-llama", edit); });
 }
 
 TEST(HfLlamaConfig, UnsupportedSettingsAreNamed) {
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["hidden_act"] = "gelu"; }),
             "config.json: unsupported \"hidden_act\": \"gelu\" (bigbatch supports only \"silu\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) { c["sliding_window"] = 4096; }),
+            "config.json: unsupported \"sliding_window\": 4096 (bigbatch supports only null)");
   EXPECT_EQ(config_error([](nlohmann::json& c) {
               c["model_type"] = "mistral";
-              c["sliding_window"] = 4096;
+              c["sliding_window"] = 0;
             }),
-            "config.json: unsupported \"sliding_window\": 4096 (bigbatch supports only null)");
+            "config.json: sliding_window must be a positive integer, got 0");
+  EXPECT_EQ(config_error([](nlohmann::json& c) {
+              c["model_type"] = "qwen3";
+              c["use_sliding_window"] = true;
+              c["layer_types"] = {"full_attention", "chunked_attention"};
+            }),
+            "config.json: unsupported layer_types[1] \"chunked_attention\" (bigbatch supports "
+            "\"full_attention\" and \"sliding_attention\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) {
+              c["model_type"] = "qwen2";
+              c["layer_types"] = {"full_attention", "sliding_attention"};
+            }),
+            "config.json: unsupported layer_types[1] \"sliding_attention\" (without "
+            "use_sliding_window bigbatch supports only \"full_attention\")");
+  EXPECT_EQ(config_error([](nlohmann::json& c) {
+              c["model_type"] = "qwen2";
+              c["layer_types"] = {"full_attention"};
+            }),
+            "config.json: layer_types must list num_hidden_layers = 2 layer types, got "
+            "[\"full_attention\"]");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["rope_parameters"]["rope_type"] = "yarn"; }),
             "config.json: rope_parameters: unsupported RoPE type \"yarn\" (bigbatch supports "
             "\"default\", \"linear\" and \"llama3\")");
@@ -93,7 +183,7 @@ TEST(HfLlamaConfig, UnsupportedSettingsAreNamed) {
             "config.json: rope_parameters: unsupported RoPE field \"beta_fast\" = 32");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["model_type"] = "gemma"; }),
             "config.json: model_type \"gemma\" is not one of \"llama\", \"mistral\", "
-            "\"qwen2\"");
+            "\"qwen2\", \"qwen3\"");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["num_key_value_heads"] = 3; }),
             "config.json: num_key_value_heads = 3 must divide num_attention_heads = 4");
   EXPECT_NE(config_error([](nlohmann::json& c) {

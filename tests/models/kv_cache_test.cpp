@@ -53,6 +53,7 @@ TEST_P(CachedForward, GivesTheLogitsOfTheWholeSequence) {
   const torch::Tensor ids = random_ids(2, 12, model.outputs());  // (2, 12)
   EXPECT_LE(cached_against_whole(model, ids, /*prompt=*/5), 1e-5);
   EXPECT_LE(cached_against_whole(model, ids, /*prompt=*/1), 1e-5);
+  EXPECT_LE(cached_against_whole(model, ids, /*prompt=*/10), 1e-5);  // past a sliding window of 8
   if (nn::fused_attention_available()) {
     nn::set_attention_kernel(nn::AttentionKernel::kFused, "test");
     const double fused = cached_against_whole(model, ids, 5);
@@ -104,7 +105,8 @@ TEST_P(CachedForward, GreedyGenerationContinuesAsTransformersDoes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CachedForward,
-                         ::testing::Values("tiny-gpt2", "tiny-llama", "tiny-qwen2"),
+                         ::testing::Values("tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
+                                           "tiny-mistral"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            name.erase(name.find('-'), 1);

@@ -59,15 +59,68 @@ void read_rope(const nlohmann::json& rope, const std::string& where, HfLlamaConf
                    "\" (bigbatch supports \"default\", \"linear\" and \"llama3\")");
 }
 
+/// A positive sliding window from `value` (sliding_window's), naming `where` otherwise.
+int64_t positive_window(const nlohmann::json& value, const std::string& where) {
+  BB_CHECK_INPUT(value.is_number_integer() && value.get<int64_t>() > 0, where,
+                 ": sliding_window must be a positive integer, got ", value.dump());
+  return value.get<int64_t>();
+}
+
+/// Mistral: every layer slides when sliding_window is not null.
+void read_mistral_window(io::HfConfig& c, HfLlamaConfig& config) {
+  const nlohmann::json window = c.get_json("sliding_window");
+  if (window.is_null())
+    return;
+  config.sliding_window(positive_window(window, c.origin()))
+      .sliding_layers(std::vector<bool>(size_t(config.num_hidden_layers()), true));
+}
+
+/// Qwen2 and Qwen3: with use_sliding_window, the layers layer_types names "sliding_attention"
+/// (without it, those from max_window_layers on) slide over sliding_window keys; without
+/// use_sliding_window, sliding_window and max_window_layers are unused, as in transformers.
+void read_qwen_windows(io::HfConfig& c, HfLlamaConfig& config) {
+  const bool used = c.get_bool("use_sliding_window", false);
+  const nlohmann::json window = c.get_json("sliding_window");
+  const int64_t layers = config.num_hidden_layers();
+  const int64_t first_sliding = c.get_int("max_window_layers", layers);
+  const nlohmann::json layer_types = c.get_json("layer_types");
+  std::vector<bool> sliding(size_t(layers), false);
+  if (layer_types.is_null()) {
+    for (int64_t i = first_sliding; used && i < layers; ++i)
+      sliding[size_t(i)] = true;
+  } else {
+    BB_CHECK_INPUT(layer_types.is_array() && int64_t(layer_types.size()) == layers, c.origin(),
+                   ": layer_types must list num_hidden_layers = ", layers, " layer types, got ",
+                   layer_types.dump());
+    for (size_t i = 0; i < layer_types.size(); ++i) {
+      const nlohmann::json& type = layer_types[i];
+      BB_CHECK_INPUT(type == "full_attention" || (used && type == "sliding_attention"), c.origin(),
+                     ": unsupported layer_types[", i, "] ", type.dump(),
+                     used ? " (bigbatch supports \"full_attention\" and \"sliding_attention\")"
+                          : " (without use_sliding_window bigbatch supports only "
+                            "\"full_attention\")");
+      sliding[i] = type == "sliding_attention";
+    }
+  }
+  if (used)
+    config.sliding_window(positive_window(window, c.origin())).sliding_layers(sliding);
+}
+
 nn::AdaptedLinear linear(int64_t in, int64_t out, bool bias) {
   return nn::AdaptedLinear(in, out, bias);
 }
 
 }  // namespace
 
+int64_t HfLlamaConfig::attention_window(int64_t layer) const {
+  const bool slides =
+      layer >= 0 && size_t(layer) < sliding_layers().size() && sliding_layers()[size_t(layer)];
+  return slides ? sliding_window() : 0;
+}
+
 HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
   HfLlamaConfig config;
-  config.model_type(c.model_type({"llama", "mistral", "qwen2"}));
+  config.model_type(c.model_type({"llama", "mistral", "qwen2", "qwen3"}));
   const std::string& type = config.model_type();
   config.vocab_size(c.get_int("vocab_size"))
       .hidden_size(c.get_int("hidden_size"))
@@ -85,18 +138,16 @@ HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
       .head_dim(c.get_int("head_dim", config.hidden_size() / config.num_attention_heads()));
   if (type == "qwen2") {
     config.qkv_bias(true);
-    c.require("use_sliding_window", false);
-    c.ignore({"sliding_window", "max_window_layers"});  // read only with use_sliding_window
-    const nlohmann::json layer_types = c.get_json("layer_types");
-    for (const auto& layer_type : layer_types) {
-      BB_CHECK_INPUT(layer_type == "full_attention", c.origin(), ": unsupported layer_types ",
-                     layer_types.dump(), " (bigbatch supports only \"full_attention\")");
-    }
   } else {
     const bool bias = c.get_bool("attention_bias", false);
-    config.qkv_bias(bias).o_bias(bias);
-    c.require("sliding_window", nullptr);
+    config.qkv_bias(bias).o_bias(bias).qk_norm(type == "qwen3");
   }
+  if (type == "qwen2" || type == "qwen3")
+    read_qwen_windows(c, config);
+  else if (type == "mistral")
+    read_mistral_window(c, config);
+  else
+    c.require("sliding_window", nullptr);
   c.require("hidden_act", "silu");
   c.require("pretraining_tp", 1);
   config.rope_theta(c.get_double("rope_theta", config.rope_theta()));
@@ -147,7 +198,8 @@ torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config) {
   return torch::where(medium, smoothed, scaled);
 }
 
-HfLlamaAttentionImpl::HfLlamaAttentionImpl(const HfLlamaConfig& config) : config_(config) {
+HfLlamaAttentionImpl::HfLlamaAttentionImpl(const HfLlamaConfig& config, int64_t layer)
+    : config_(config), window_(config.attention_window(layer)) {
   const int64_t hidden = config.hidden_size();
   const int64_t d = config.head_dim();
   q_proj = register_module("q_proj",
@@ -158,6 +210,10 @@ HfLlamaAttentionImpl::HfLlamaAttentionImpl(const HfLlamaConfig& config) : config
                            linear(hidden, config.num_key_value_heads() * d, config.qkv_bias()));
   o_proj =
       register_module("o_proj", linear(config.num_attention_heads() * d, hidden, config.o_bias()));
+  if (config.qk_norm()) {
+    q_norm = register_module("q_norm", RmsNorm(d, config.rms_norm_eps()));
+    k_norm = register_module("k_norm", RmsNorm(d, config.rms_norm_eps()));
+  }
 }
 
 torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -172,17 +228,29 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   // Under CPU bf16 autocast every attention path rounds queries and keys to bf16 before its
   // first product, so the rotary embeddings round them themselves (the same values).
   const bool rounded = x.device().is_cpu() && nn::cpu_autocast_to_bf16();
-  const std::vector<torch::Tensor> projected =
+  std::vector<torch::Tensor> projected =
       nn::adapted_linears(x, {q_proj.get(), k_proj.get(), v_proj.get()});  // (B, T, out) each
+  if (config_.qk_norm()) {  // over each head's D values
+    projected[0] = q_norm->forward(projected[0].view({batch, time, heads, d})).flatten(2);
+    projected[1] = k_norm->forward(projected[1].view({batch, time, kv_heads, d})).flatten(2);
+  }
   const torch::Tensor q =
       nn::rotary_embedding(projected[0], cos, sin, heads, rounded);  // (B, H, T, D)
   torch::Tensor k =
       nn::rotary_embedding(projected[1], cos, sin, kv_heads, rounded);              // (B, KV, T, D)
   torch::Tensor v = projected[2].view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
-  if (cache.cache != nullptr)
+  if (cache.cache != nullptr) {
     std::tie(k, v) = cache.cache->extend(cache.layer, k, v);  // (B, KV, S, D) each
+    // After cached tokens the one query (KvCache::check_next) sees the window's last keys.
+    if (window_ > 0 && !mask.causal && k.size(2) > window_) {
+      k = k.narrow(2, k.size(2) - window_, window_);  // (B, KV, window, D)
+      v = v.narrow(2, v.size(2) - window_, window_);  // (B, KV, window, D)
+    }
+  }
+  nn::AttentionMask windowed = mask;
+  windowed.window = window_;
   const torch::Tensor y =
-      nn::scaled_dot_product_attention(q, k, v, mask, config_.attention_dropout(),
+      nn::scaled_dot_product_attention(q, k, v, windowed, config_.attention_dropout(),
                                        is_training());  // (B, H, T, D)
   return o_proj->forward(y.transpose(1, 2).reshape({batch, time, heads * d}));
 }
@@ -201,8 +269,8 @@ torch::Tensor HfLlamaMlpImpl::forward(const torch::Tensor& x) {
   return down_proj->forward(nn::swiglu(projected[0], projected[1]));  // (B, T, C)
 }
 
-HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config) {
-  self_attn = register_module("self_attn", HfLlamaAttention(config));
+HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config, int64_t layer) {
+  self_attn = register_module("self_attn", HfLlamaAttention(config, layer));
   mlp = register_module("mlp", HfLlamaMlp(config));
   input_layernorm =
       register_module("input_layernorm", RmsNorm(config.hidden_size(), config.rms_norm_eps()));
@@ -224,7 +292,7 @@ HfLlamaImpl::HfLlamaImpl(const HfLlamaConfig& config) : config_(config) {
       "embed_tokens", torch::nn::Embedding(config.vocab_size(), config.hidden_size()));
   layers = model->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
-    layers->push_back(HfLlamaLayer(config));
+    layers->push_back(HfLlamaLayer(config, i));
   norm = model->register_module("norm", RmsNorm(config.hidden_size(), config.rms_norm_eps()));
   if (!config.tie_word_embeddings())
     lm_head_weight = register_untied_head(*this, config.vocab_size(), config.hidden_size());

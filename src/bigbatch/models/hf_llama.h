@@ -1,11 +1,13 @@
-// The Llama family as Hugging Face's transformers defines it (LlamaForCausalLM, and Mistral
-// without a sliding window, Qwen2 with its q/k/v biases), with the checkpoint's own names.
+// The Llama family as Hugging Face's transformers defines it (LlamaForCausalLM; Mistral, Qwen2
+// with its q/k/v biases and Qwen3 with its query and key norms, each with or without a sliding
+// window), with the checkpoint's own names.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bigbatch/io/hf_config.h"
 #include "bigbatch/models/kv_cache.h"
@@ -24,7 +26,7 @@ enum class RopeScaling {
 
 /// The fields of a Llama-family config.json that bigbatch implements (docs/PRETRAINED.md).
 struct HfLlamaConfig {
-  TORCH_ARG(std::string, model_type) = "llama";  ///< llama, mistral or qwen2
+  TORCH_ARG(std::string, model_type) = "llama";  ///< llama, mistral, qwen2 or qwen3
   TORCH_ARG(int64_t, vocab_size) = 32000;
   TORCH_ARG(int64_t, hidden_size) = 4096;
   TORCH_ARG(int64_t, intermediate_size) = 11008;
@@ -43,13 +45,24 @@ struct HfLlamaConfig {
   TORCH_ARG(bool, qkv_bias) = false;  ///< biases on q_proj, k_proj, v_proj (Qwen2: always)
   TORCH_ARG(bool, o_bias) = false;    ///< a bias on o_proj (Llama's attention_bias)
   TORCH_ARG(bool, mlp_bias) = false;
+  /// RMSNorm over each head's queries and keys before RoPE (Qwen3's q_norm and k_norm)
+  TORCH_ARG(bool, qk_norm) = false;
   TORCH_ARG(double, attention_dropout) = 0.0;
   TORCH_ARG(bool, tie_word_embeddings) = false;
+  /// The keys a query of a sliding layer attends to: itself and the sliding_window - 1 before it.
+  TORCH_ARG(int64_t, sliding_window) = 0;
+  /// Per layer, whether its attention slides (transformers' layer_types "sliding_attention");
+  /// empty: none does.
+  TORCH_ARG(std::vector<bool>, sliding_layers);
+
+ public:  // TORCH_ARG leaves the section private
+  /// The window of layer `layer`'s attention: sliding_window on a sliding layer, else 0 (none).
+  int64_t attention_window(int64_t layer) const;
 };
 
-/// Reads a config of model_type llama, mistral or qwen2. Refuses, naming them, what bigbatch does
-/// not implement (an activation other than silu, a sliding window, RoPE types other than
-/// default, linear and llama3, partial rotary embeddings, pretraining_tp > 1) and unknown fields.
+/// Reads a config of model_type llama, mistral, qwen2 or qwen3. Refuses, naming them, what
+/// bigbatch does not implement (an activation other than silu, RoPE types other than default,
+/// linear and llama3, partial rotary embeddings, pretraining_tp > 1) and unknown fields.
 HfLlamaConfig read_hf_llama_config(io::HfConfig& config);
 
 /// RMSNorm as LlamaRMSNorm computes it: in float32, x * rsqrt(mean(x^2) + eps), cast back to the
@@ -70,20 +83,25 @@ TORCH_MODULE(RmsNorm);
 /// RoPE's inverse frequencies (head_dim / 2, float32), computed as transformers computes them.
 torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config);
 
-/// LlamaAttention: q_proj, k_proj, v_proj -> RoPE on q and k -> keys and values repeated per
-/// group -> attention -> o_proj.
+/// LlamaAttention: q_proj, k_proj, v_proj -> (Qwen3: q_norm and k_norm per head) -> RoPE on q and
+/// k -> keys and values repeated per group -> attention (over a sliding window on a sliding
+/// layer) -> o_proj.
 class HfLlamaAttentionImpl : public torch::nn::Module {
  public:
-  explicit HfLlamaAttentionImpl(const HfLlamaConfig& config);
-  /// x (B, T, hidden), cos and sin (T, head_dim), the mask over the keys -> (B, T, hidden). With
-  /// a `cache` slot the T tokens' keys and values join those it holds, and the queries attend to
-  /// all of them.
+  /// The attention of layer `layer` (which decides its sliding window).
+  HfLlamaAttentionImpl(const HfLlamaConfig& config, int64_t layer);
+  /// x (B, T, hidden), cos and sin (T, head_dim), the mask over the keys (its window is the
+  /// layer's) -> (B, T, hidden). With a `cache` slot the T tokens' keys and values join those it
+  /// holds, and the queries attend to all of them, or to the last sliding_window on a sliding
+  /// layer.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const nn::AttentionMask& mask, KvCacheSlot cache = {});
   nn::AdaptedLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};  ///< null unless config.qk_norm()
 
  private:
   HfLlamaConfig config_;
+  int64_t window_;  ///< 0: none
 };
 /// Module holder for HfLlamaAttentionImpl.
 TORCH_MODULE(HfLlamaAttention);
@@ -102,7 +120,8 @@ TORCH_MODULE(HfLlamaMlp);
 /// LlamaDecoderLayer: x + self_attn(input_layernorm(x)), then + mlp(post_attention_layernorm(.)).
 class HfLlamaLayerImpl : public torch::nn::Module {
  public:
-  explicit HfLlamaLayerImpl(const HfLlamaConfig& config);
+  /// Layer `layer` (0-based) of the model.
+  HfLlamaLayerImpl(const HfLlamaConfig& config, int64_t layer);
   /// x (B, T, hidden), cos and sin (T, head_dim), the mask, the layer's place in a KV cache ->
   /// (B, T, hidden)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,

@@ -1,5 +1,7 @@
 #include "bigbatch/models/hf_model.h"
 
+#include <algorithm>
+
 #include "bigbatch/core/check.h"
 #include "bigbatch/core/strings.h"
 #include "bigbatch/core/table.h"
@@ -8,12 +10,12 @@
 namespace bigbatch::models {
 
 std::string hf_model_types() {
-  return "gpt2, llama, mistral, qwen2, bert";
+  return "gpt2, llama, mistral, qwen2, qwen3, bert";
 }
 
 std::string read_hf_model_type(const std::string& directory) {
   io::HfConfig config = io::HfConfig::read(directory);
-  return config.model_type({"gpt2", "llama", "mistral", "qwen2", "bert"});
+  return config.model_type({"gpt2", "llama", "mistral", "qwen2", "qwen3", "bert"});
 }
 
 int64_t read_hf_max_positions(const std::string& directory) {
@@ -103,10 +105,18 @@ std::string HfModel::describe() const {
   }
   if (llama) {
     const HfLlamaConfig& c = llama->config();
+    const auto sliding = std::count(c.sliding_layers().begin(), c.sliding_layers().end(), true);
+    const std::string window =
+        sliding == 0 ? ""
+        : sliding == c.num_hidden_layers()
+            ? cat(", a sliding window of ", group_thousands(c.sliding_window()),
+                  " tokens on every layer")
+            : cat(", a sliding window of ", group_thousands(c.sliding_window()), " tokens on ",
+                  sliding, " of the ", c.num_hidden_layers(), " layers");
     return cat(c.model_type(), ": ", c.num_hidden_layers(), " layers, width ", c.hidden_size(),
                ", ", c.num_attention_heads(), " heads (", c.num_key_value_heads(),
                " key/value), vocabulary ", group_thousands(c.vocab_size()), ", positions ",
-               group_thousands(c.max_position_embeddings()));
+               group_thousands(c.max_position_embeddings()), window);
   }
   const HfBertConfig& c = bert->config();
   return cat("bert: ", c.num_hidden_layers(), " layers, width ", c.hidden_size(), ", ",

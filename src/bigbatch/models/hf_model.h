@@ -24,7 +24,8 @@ enum class HfTask {
   kClassification,  ///< one class per sequence: logits (B, num_labels)
 };
 
-/// The model_type values bigbatch implements, for messages: "gpt2, llama, mistral, qwen2, bert".
+/// The model_type values bigbatch implements, for messages: "gpt2, llama, mistral, qwen2, qwen3,
+/// bert".
 std::string hf_model_types();
 
 /// The model_type of `directory`/config.json; throws InputError naming the file, or the value

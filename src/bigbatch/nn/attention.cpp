@@ -18,15 +18,18 @@ namespace {
 
 std::atomic<AttentionKernel> process_choice{AttentionKernel::kAuto};
 
-/// True where query t may not attend to key s: (T, S) for a causal mask alone, (B, 1, 1, S) for
-/// padding alone, (B, 1, T, S) for both; undefined when every key is attended.
+/// True where query t may not attend to key s: (T, S) for a causal mask (with its window)
+/// alone, (B, 1, 1, S) for padding alone, (B, 1, T, S) for both; undefined when every key is
+/// attended.
 torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int64_t keys,
                                 torch::Device device) {
   torch::Tensor blocked;
   if (mask.causal) {
-    blocked =
-        torch::ones({queries, keys}, torch::TensorOptions().dtype(torch::kBool).device(device))
-            .triu(/*diagonal=*/1);  // (T, S)
+    const torch::Tensor ones =
+        torch::ones({queries, keys}, torch::TensorOptions().dtype(torch::kBool).device(device));
+    blocked = ones.triu(/*diagonal=*/1);  // (T, S): the keys after t
+    if (window_cuts(mask, queries))
+      blocked.logical_or_(ones.tril(/*diagonal=*/-mask.window));  // and those from t - window back
   }
   if (mask.padding.defined()) {
     const torch::Tensor padding = mask.padding.view({mask.padding.size(0), 1, 1, keys});
@@ -90,11 +93,12 @@ struct Bf16KernelAttention : torch::autograd::Function<Bf16KernelAttention> {
 };
 
 /// Whether the composite attention of these operands runs on the bf16 attention kernels: CPU
-/// bf16 autocast on a CPU that has them, an even head dimension, float32 or bf16 operands, and
-/// no dropout.
+/// bf16 autocast on a CPU that has them, an even head dimension, float32 or bf16 operands, no
+/// dropout, and no sliding window that blocks keys (the kernels mask causally and padding only).
 bool on_bf16_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     double dropout, bool training) {
-  if (!q.device().is_cpu() || !cpu_autocast_to_bf16() || !bf16_attention_available())
+                     const AttentionMask& mask, double dropout, bool training) {
+  if (!q.device().is_cpu() || !cpu_autocast_to_bf16() || !bf16_attention_available() ||
+      window_cuts(mask, q.size(2)))
     return false;
   for (const torch::Tensor* t : {&q, &k, &v})
     if (t->scalar_type() != torch::kFloat && t->scalar_type() != torch::kBFloat16)
@@ -105,7 +109,7 @@ bool on_bf16_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch
 torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const AttentionMask& attention_mask,
                                   double dropout, bool training) {
-  if (on_bf16_kernels(q, k, v, dropout, training)) {
+  if (on_bf16_kernels(q, k, v, attention_mask, dropout, training)) {
     const torch::Tensor padding =
         attention_mask.padding.defined()
             ? attention_mask.padding.to(torch::kBool)
@@ -143,7 +147,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t groups = q.size(1) / k.size(1);
   const torch::Tensor keys = groups > 1 ? k.repeat_interleave(groups, /*dim=*/1) : k;
   const torch::Tensor values = groups > 1 ? v.repeat_interleave(groups, /*dim=*/1) : v;
-  if (!mask.padding.defined())
+  if (!mask.padding.defined() && !window_cuts(mask, q.size(2)))
     return compat::fused_attention(q, keys, values, torch::Tensor(), p, mask.causal);
   const torch::Tensor allowed =
       blocked_positions(mask, q.size(2), k.size(2), q.device()).logical_not();
@@ -151,6 +155,10 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
 }
 
 }  // namespace
+
+bool window_cuts(const AttentionMask& mask, int64_t queries) {
+  return mask.causal && mask.window > 0 && queries > mask.window;
+}
 
 torch::Tensor additive_attention_mask(const AttentionMask& mask, int64_t batch, int64_t heads,
                                       int64_t queries, int64_t keys,

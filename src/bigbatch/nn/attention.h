@@ -15,7 +15,13 @@ struct AttentionMask {
   bool causal = false;
   /// (B, S) bool, true at keys that no query attends to (padding); undefined: none.
   torch::Tensor padding;
+  /// With `causal`, a sliding window: query t attends to keys t - window + 1 .. t only
+  /// (transformers' sliding_window). 0: no window.
+  int64_t window = 0;
 };
+
+/// Whether `mask`'s window blocks any of `queries` queries' keys that its causal mask allows.
+bool window_cuts(const AttentionMask& mask, int64_t queries);
 
 /// Which kernels compute attention.
 enum class AttentionKernel {

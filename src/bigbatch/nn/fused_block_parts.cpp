@@ -363,6 +363,8 @@ torch::ScalarType checked_compute_dtype(const Tensor& x, int64_t heads, const ch
 BlockAttention choose_block_attention(const AttentionMask& mask, int64_t batch, int64_t time,
                                       int64_t heads, int64_t embed, torch::ScalarType compute,
                                       const torch::Device& device) {
+  BB_CHECK(!window_cuts(mask, time), "the fused blocks have no sliding window (window ",
+           mask.window, " over ", time, " tokens)");
   BlockAttention attention;
   attention.batch = batch;
   attention.heads = heads;

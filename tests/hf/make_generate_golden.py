@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Golden greedy continuations from transformers for bigbatch's models::generate_ids tests.
 
-Loads the committed tiny models (tests/hf/tiny-gpt2, tiny-llama, tiny-qwen2, tiny-qwen3 and
-tiny-mistral, whose sliding windows of 8 keys the 64 positions cross; made by
-make_tiny_gpt2.py and make_tiny_llama.py), and for each continues a fixed prompt of token ids
-greedily with model.generate(do_sample=False, use_cache=True) in float32, eval mode, until the
+Loads the committed tiny models (tests/hf/tiny-gpt2, tiny-llama, tiny-qwen2, tiny-qwen3,
+tiny-mistral and tiny-gemma3; the 64 positions cross the last three's sliding windows of 8 keys;
+made by make_tiny_gpt2.py and make_tiny_llama.py), and for each continues a fixed prompt of token
+ids greedily with model.generate(do_sample=False, use_cache=True) in float32, eval mode, until the
 model's positions are full (no EOS: generation stops on length only). Writes
 tests/hf/generate-golden.json: per model the prompt, the new ids and the smallest gap between the
 largest and second-largest logit over the steps (how far each choice was from a tie). Run with
@@ -45,7 +45,8 @@ def continuation(name):
 
 def main():
     golden = {"transformers": transformers.__version__, "torch": torch.__version__}
-    for name in ("tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"):
+    for name in ("tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral",
+                 "tiny-gemma3"):
         golden[name] = continuation(name)
     with open(os.path.join(HERE, "generate-golden.json"), "w") as f:
         json.dump(golden, f)

@@ -6,9 +6,13 @@ Writes tests/hf/tiny-llama/ (LlamaForCausalLM: grouped-query attention 4/2, rope
 with llama3 RoPE scaling, untied head), tests/hf/tiny-qwen2/ (Qwen2ForCausalLM: q/k/v biases,
 tied embeddings), tests/hf/tiny-qwen3/ (Qwen3ForCausalLM: RMSNorm on each head's queries and
 keys, head_dim 16 with 4 heads of a width of 32, tied embeddings, and a sliding window of 8 keys
-on its second layer only) and tests/hf/tiny-mistral/ (MistralForCausalLM: a sliding window of 8
-keys on every layer), each with <name>-golden.json: two rows of 40 token ids (past the windows),
-transformers' logits (eager attention, float32, eval mode) and its loss with labels=ids. Run with the wheel's Python
+on its second layer only), tests/hf/tiny-mistral/ (MistralForCausalLM: a sliding window of 8
+keys on every layer) and tests/hf/tiny-gemma3/ (Gemma3ForCausalLM of model_type gemma3_text:
+norms of 1 + weight around attention and MLP, query and key norms, scaled embeddings, GELU-tanh
+gating, a query_pre_attn_scalar other than head_dim, a sliding window of 8 with its own RoPE
+theta on the first layer, linear RoPE scaling on the second, final logit soft-capping). Each
+comes with <name>-golden.json: two rows of 40 token ids (past the windows), transformers' logits
+(eager attention, float32, eval mode) and its loss with labels=ids. Run with the wheel's Python
 after installing transformers into it:
 
     ~/.cache/bigbatch/torch-2.15.0/bin/pip install transformers
@@ -65,6 +69,13 @@ def main():
     make("tiny-mistral", transformers.MistralForCausalLM, transformers.MistralConfig(
         **SIZES, head_dim=8, vocab_size=tiny_tokenizers.vocab_size("llama2-bpe-fallback"),
         sliding_window=8), "llama2-bpe-fallback")
+    make("tiny-gemma3", transformers.Gemma3ForCausalLM, transformers.Gemma3TextConfig(
+        **SIZES, head_dim=16, query_pre_attn_scalar=24,
+        vocab_size=tiny_tokenizers.vocab_size("llama2-bpe-fallback"), sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"], final_logit_softcapping=3.0,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 8.0,
+                                            "rope_theta": 1000000.0}}), "llama2-bpe-fallback")
 
 
 if __name__ == "__main__":

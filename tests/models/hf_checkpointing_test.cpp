@@ -96,6 +96,16 @@ TEST(HfCheckpointing, LlamaGradientsUnchanged) {
       "llama");
 }
 
+TEST(HfCheckpointing, Gemma3GradientsUnchanged) {
+  HfLlama model = load_hf_llama(hf_dir("tiny-gemma3"));
+  expect_checkpointing_exact(
+      {model.ptr(), [model](nn::CheckpointPolicy p) mutable { model->set_checkpointing(p); },
+       [model](const torch::Tensor& ids) mutable {
+         return next_token_loss(model->forward(ids), ids);
+       }},
+      "gemma3");
+}
+
 TEST(HfCheckpointing, BertGradientsAndRandomStreamUnchanged) {
   HfBert model = load_hf_bert(hf_dir("tiny-bert")).model;
   ASSERT_GT(model->config().hidden_dropout_prob(), 0.0) << "the test needs dropout to be on";

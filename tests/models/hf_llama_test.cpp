@@ -1,8 +1,8 @@
 // models::HfLlama against Hugging Face transformers: logits and loss of the tiny random Llama
 // (grouped-query attention, llama3 RoPE scaling, untied head), Qwen2 (q/k/v biases, tied
-// embeddings), Qwen3 (query and key norms, a sliding window on one layer) and Mistral (a sliding
-// window on every layer) that tests/hf/make_tiny_llama.py made, and every unsupported config
-// named.
+// embeddings), Qwen3 (query and key norms, a sliding window on one layer), Mistral (a sliding
+// window on every layer) and Gemma 3's text model that tests/hf/make_tiny_llama.py made, and
+// every unsupported config named.
 #include "bigbatch/models/hf_llama.h"
 
 #include <gtest/gtest.h>
@@ -68,6 +68,10 @@ TEST(HfLlama, MistralWithASlidingWindowGivesTransformersLogits) {
   expect_transformers_logits("tiny-mistral");
 }
 
+TEST(HfLlama, Gemma3TextGivesTransformersLogits) {
+  expect_transformers_logits("tiny-gemma3");
+}
+
 TEST(HfLlama, RightPaddingInsideASlidingWindowLeavesTheRealTokensAlone) {
   HfLlama model = load_hf_llama(hf_dir("tiny-mistral"));
   model->eval();
@@ -103,6 +107,17 @@ TEST(HfLlama, TheModelsAreWhatTheirConfigsSay) {
   EXPECT_EQ(mistral->config().attention_window(0), 8);
   EXPECT_EQ(mistral->config().attention_window(1), 8);
   EXPECT_FALSE(mistral->layers[0]->as<HfLlamaLayer>()->self_attn->q_norm);
+  EXPECT_FALSE(mistral->layers[0]->as<HfLlamaLayer>()->pre_feedforward_layernorm);
+  HfLlama gemma = load_hf_llama(hf_dir("tiny-gemma3"));
+  EXPECT_TRUE(gemma->layers[1]->as<HfLlamaLayer>()->post_feedforward_layernorm);
+  EXPECT_TRUE(gemma->layers[1]->as<HfLlamaLayer>()->self_attn->k_norm);
+  EXPECT_FALSE(gemma->lm_head_weight.defined());
+  EXPECT_EQ(gemma->config().attention_window(0), 8);
+  EXPECT_EQ(gemma->config().attention_window(1), 0);
+  // A fresh Gemma norm is the identity: its weight starts at 0 and scales by 1 + weight.
+  RmsNorm fresh(4, 1e-6, /*plus_one=*/true);
+  const torch::Tensor x = torch::tensor({1.0, -2.0, 3.0, 0.5});
+  EXPECT_TRUE(torch::allclose(fresh->forward(x), x / x.square().mean().add(1e-6).sqrt()));
 }
 
 /// read_hf_llama_config of `name`'s config.json, edited.
@@ -183,13 +198,72 @@ TEST(HfLlamaConfig, UnsupportedSettingsAreNamed) {
             "config.json: rope_parameters: unsupported RoPE field \"beta_fast\" = 32");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["model_type"] = "gemma"; }),
             "config.json: model_type \"gemma\" is not one of \"llama\", \"mistral\", "
-            "\"qwen2\", \"qwen3\"");
+            "\"qwen2\", \"qwen3\", \"gemma3_text\"");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["num_key_value_heads"] = 3; }),
             "config.json: num_key_value_heads = 3 must divide num_attention_heads = 4");
   EXPECT_NE(config_error([](nlohmann::json& c) {
               c["qk_norm"] = true;
             }).find("unsupported field(s) for the Llama family (llama): \"qk_norm\" = true"),
             std::string::npos);
+}
+
+TEST(HfLlamaConfig, Gemma3ConfigsFromBeforeTransformers5Read) {
+  // google/gemma-3-1b-it's form: sliding_window_pattern instead of layer_types, RoPE as
+  // rope_theta (full layers, with rope_scaling) and rope_local_base_freq (sliding layers).
+  const HfLlamaConfig read = edited_config("tiny-gemma3", [](nlohmann::json& c) {
+    c.erase("layer_types");
+    c.erase("rope_parameters");
+    c["num_hidden_layers"] = 7;
+    c["sliding_window_pattern"] = 3;
+    c["rope_theta"] = 1000000;
+    c["rope_local_base_freq"] = 10000;
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+    c["cache_implementation"] = "hybrid";
+  });
+  EXPECT_EQ(read.sliding_layers(), std::vector<bool>({true, true, false, true, true, false, true}));
+  EXPECT_EQ(read.rope_theta(), 1000000.0);
+  EXPECT_EQ(read.rope_scaling(), RopeScaling::kLinear);
+  EXPECT_EQ(read.sliding_rope_theta(), 10000.0);
+  EXPECT_TRUE(read.norm_plus_one() && read.sandwich_norms() && read.gelu_gate() &&
+              read.scale_embeddings() && read.qk_norm());
+  EXPECT_EQ(read.query_pre_attn_scalar(), 24.0);
+  // The sliding layers' RoPE is unscaled, from its own theta.
+  HfLlamaConfig local = read;
+  local.rope_theta(10000.0).rope_scaling(RopeScaling::kNone);
+  EXPECT_TRUE(
+      torch::equal(sliding_rope_inverse_frequencies(read), rope_inverse_frequencies(local)));
+  // Without sliding_window_pattern: every 6th layer is full.
+  const HfLlamaConfig six = edited_config("tiny-gemma3", [](nlohmann::json& c) {
+    c.erase("layer_types");
+    c["num_hidden_layers"] = 6;
+  });
+  EXPECT_EQ(six.sliding_layers(), std::vector<bool>({true, true, true, true, true, false}));
+}
+
+TEST(HfLlamaConfig, Gemma3SettingsBigbatchDoesNotImplementAreNamed) {
+  const auto gemma_error = [](const std::function<void(nlohmann::json&)>& edit) {
+    return testing::input_error_of([&] { edited_config("tiny-gemma3", edit); });
+  };
+  EXPECT_EQ(gemma_error([](nlohmann::json& c) { c["attn_logit_softcapping"] = 50.0; }),
+            "config.json: unsupported \"attn_logit_softcapping\": 50.0 (bigbatch supports only "
+            "null)");
+  EXPECT_EQ(gemma_error([](nlohmann::json& c) { c["use_bidirectional_attention"] = true; }),
+            "config.json: unsupported \"use_bidirectional_attention\": true (bigbatch supports "
+            "only false)");
+  EXPECT_EQ(gemma_error([](nlohmann::json& c) { c["hidden_activation"] = "silu"; }),
+            "config.json: unsupported \"hidden_activation\": \"silu\" (bigbatch supports only "
+            "\"gelu_pytorch_tanh\")");
+  EXPECT_EQ(gemma_error([](nlohmann::json& c) {
+              c["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
+              c["rope_parameters"]["sliding_attention"]["factor"] = 2.0;
+            }),
+            "config.json: the sliding layers' RoPE must be of type \"default\" (bigbatch scales "
+            "only the full layers')");
+  EXPECT_EQ(gemma_error([](nlohmann::json& c) { c["rope_parameters"]["chunked_attention"] = {}; }),
+            "config.json: rope_parameters: unsupported layer type \"chunked_attention\" "
+            "(bigbatch supports \"full_attention\" and \"sliding_attention\")");
+  EXPECT_EQ(gemma_error([](nlohmann::json& c) { c["sliding_window"] = nullptr; }),
+            "config.json: sliding_window must be a positive integer, got null");
 }
 
 TEST(HfLlamaConfig, OlderConfigsWithRopeThetaAndRopeScalingRead) {

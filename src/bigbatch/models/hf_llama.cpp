@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <utility>
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/hf_weights.h"
@@ -75,6 +76,27 @@ void read_mistral_window(io::HfConfig& c, HfLlamaConfig& config) {
       .sliding_layers(std::vector<bool>(size_t(config.num_hidden_layers()), true));
 }
 
+/// Per layer, whether layer_types (`layer_types`, not null) names it "sliding_attention"; with
+/// `sliding_allowed` false only "full_attention" is accepted, `why_not` saying why.
+std::vector<bool> sliding_layer_types(const nlohmann::json& layer_types, int64_t layers,
+                                      bool sliding_allowed, const std::string& why_not,
+                                      const std::string& origin) {
+  BB_CHECK_INPUT(layer_types.is_array() && int64_t(layer_types.size()) == layers, origin,
+                 ": layer_types must list num_hidden_layers = ", layers, " layer types, got ",
+                 layer_types.dump());
+  std::vector<bool> sliding(size_t(layers), false);
+  for (size_t i = 0; i < layer_types.size(); ++i) {
+    const nlohmann::json& type = layer_types[i];
+    BB_CHECK_INPUT(type == "full_attention" || (sliding_allowed && type == "sliding_attention"),
+                   origin, ": unsupported layer_types[", i, "] ", type.dump(),
+                   sliding_allowed
+                       ? " (bigbatch supports \"full_attention\" and \"sliding_attention\")"
+                       : cat(" (", why_not, " bigbatch supports only \"full_attention\")"));
+    sliding[i] = type == "sliding_attention";
+  }
+  return sliding;
+}
+
 /// Qwen2 and Qwen3: with use_sliding_window, the layers layer_types names "sliding_attention"
 /// (without it, those from max_window_layers on) slide over sliding_window keys; without
 /// use_sliding_window, sliding_window and max_window_layers are unused, as in transformers.
@@ -89,38 +111,106 @@ void read_qwen_windows(io::HfConfig& c, HfLlamaConfig& config) {
     for (int64_t i = first_sliding; used && i < layers; ++i)
       sliding[size_t(i)] = true;
   } else {
-    BB_CHECK_INPUT(layer_types.is_array() && int64_t(layer_types.size()) == layers, c.origin(),
-                   ": layer_types must list num_hidden_layers = ", layers, " layer types, got ",
-                   layer_types.dump());
-    for (size_t i = 0; i < layer_types.size(); ++i) {
-      const nlohmann::json& type = layer_types[i];
-      BB_CHECK_INPUT(type == "full_attention" || (used && type == "sliding_attention"), c.origin(),
-                     ": unsupported layer_types[", i, "] ", type.dump(),
-                     used ? " (bigbatch supports \"full_attention\" and \"sliding_attention\")"
-                          : " (without use_sliding_window bigbatch supports only "
-                            "\"full_attention\")");
-      sliding[i] = type == "sliding_attention";
-    }
+    sliding =
+        sliding_layer_types(layer_types, layers, used, "without use_sliding_window", c.origin());
   }
   if (used)
     config.sliding_window(positive_window(window, c.origin())).sliding_layers(sliding);
+}
+
+/// Gemma 3's layer types: layer_types, or in configs without it (transformers < 4.53) every
+/// sliding_window_pattern-th layer full and the others sliding; and its RoPE, per layer type.
+void read_gemma3(io::HfConfig& c, HfLlamaConfig& config) {
+  config.norm_plus_one(true)
+      .scale_embeddings(true)
+      .gelu_gate(true)
+      .sandwich_norms(true)
+      .qk_norm(true)
+      .query_pre_attn_scalar(c.get_double("query_pre_attn_scalar", 256.0))
+      .final_logit_softcapping(c.get_double("final_logit_softcapping", 0.0))
+      .tie_word_embeddings(c.get_bool("tie_word_embeddings", true));
+  BB_CHECK_INPUT(config.query_pre_attn_scalar() > 0 && config.final_logit_softcapping() >= 0,
+                 c.origin(),
+                 ": query_pre_attn_scalar must be positive and "
+                 "final_logit_softcapping positive or null, got ",
+                 config.query_pre_attn_scalar(), " and ", config.final_logit_softcapping());
+  c.require("hidden_activation", "gelu_pytorch_tanh");
+  c.require("attn_logit_softcapping", nullptr);
+  c.require("use_bidirectional_attention", false);
+  c.ignore({"cache_implementation", "_sliding_window_pattern"});
+  const int64_t layers = config.num_hidden_layers();
+  const int64_t pattern = c.get_int("sliding_window_pattern", 6);
+  const nlohmann::json layer_types = c.get_json("layer_types");
+  std::vector<bool> sliding(size_t(layers), false);
+  if (layer_types.is_null()) {
+    BB_CHECK_INPUT(pattern > 0, c.origin(), ": sliding_window_pattern must be positive, got ",
+                   pattern);
+    for (int64_t i = 0; i < layers; ++i)
+      sliding[size_t(i)] = (i + 1) % pattern != 0;
+  } else {
+    sliding = sliding_layer_types(layer_types, layers, /*sliding_allowed=*/true, "", c.origin());
+  }
+  config.sliding_window(positive_window(c.get_json("sliding_window"), c.origin()))
+      .sliding_layers(sliding);
+  // RoPE: rope_parameters per layer type (transformers 5), or rope_theta with rope_scaling for
+  // the full layers and rope_local_base_freq for the sliding ones.
+  config.rope_theta(c.get_double("rope_theta", 1000000.0));
+  HfLlamaConfig local;
+  local.rope_theta(c.get_double("rope_local_base_freq", 10000.0));
+  read_rope(c.get_json("rope_scaling"), c.origin() + ": rope_scaling", config);
+  const nlohmann::json rope = c.get_json("rope_parameters");
+  if (!rope.is_null()) {
+    const std::string where = c.origin() + ": rope_parameters";
+    BB_CHECK_INPUT(rope.is_object(), where, " must be an object, got ", rope.dump());
+    for (const auto& [type, parameters] : rope.items()) {
+      BB_CHECK_INPUT(type == "full_attention" || type == "sliding_attention", where,
+                     ": unsupported layer type \"", type,
+                     "\" (bigbatch supports \"full_attention\" and \"sliding_attention\")");
+      read_rope(parameters, cat(where, ".", type), type == "full_attention" ? config : local);
+    }
+  }
+  BB_CHECK_INPUT(local.rope_scaling() == RopeScaling::kNone, c.origin(),
+                 ": the sliding layers' RoPE must be of type \"default\" (bigbatch scales only "
+                 "the full layers')");
+  config.sliding_rope_theta(local.rope_theta());
 }
 
 nn::AdaptedLinear linear(int64_t in, int64_t out, bool bias) {
   return nn::AdaptedLinear(in, out, bias);
 }
 
+/// RoPE's cos and sin at positions past .. past + time - 1 for `inverse_frequencies` (D / 2), in
+/// float32 as transformers computes them, then in `like`'s dtype, on its device.
+/// -> {cos, sin}, (T, D) each
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(const torch::Tensor& inverse_frequencies,
+                                                      int64_t past, int64_t time,
+                                                      const torch::Tensor& like) {
+  const torch::Tensor positions = torch::arange(
+      past, past + time, torch::TensorOptions().dtype(torch::kFloat).device(like.device()));
+  const torch::Tensor freqs =
+      positions.unsqueeze(1) * inverse_frequencies.to(like.device()).unsqueeze(0);  // (T, D/2)
+  const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);              // (T, D)
+  return {angles.cos().to(like.scalar_type()), angles.sin().to(like.scalar_type())};
+}
+
+/// An RMSNorm over `width` values of the config's kind.
+RmsNorm rms_norm_of(const HfLlamaConfig& config, int64_t width) {
+  return RmsNorm(width, config.rms_norm_eps(), config.norm_plus_one());
+}
+
 }  // namespace
 
+bool HfLlamaConfig::is_sliding(int64_t layer) const {
+  return layer >= 0 && size_t(layer) < sliding_layers().size() && sliding_layers()[size_t(layer)];
+}
+
 int64_t HfLlamaConfig::attention_window(int64_t layer) const {
-  const bool slides =
-      layer >= 0 && size_t(layer) < sliding_layers().size() && sliding_layers()[size_t(layer)];
-  return slides ? sliding_window() : 0;
+  return is_sliding(layer) ? sliding_window() : 0;
 }
 
 HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
   HfLlamaConfig config;
-  config.model_type(c.model_type({"llama", "mistral", "qwen2", "qwen3"}));
+  config.model_type(c.model_type({"llama", "mistral", "qwen2", "qwen3", "gemma3_text"}));
   const std::string& type = config.model_type();
   config.vocab_size(c.get_int("vocab_size"))
       .hidden_size(c.get_int("hidden_size"))
@@ -142,17 +232,21 @@ HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
     const bool bias = c.get_bool("attention_bias", false);
     config.qkv_bias(bias).o_bias(bias).qk_norm(type == "qwen3");
   }
-  if (type == "qwen2" || type == "qwen3")
-    read_qwen_windows(c, config);
-  else if (type == "mistral")
-    read_mistral_window(c, config);
-  else
-    c.require("sliding_window", nullptr);
-  c.require("hidden_act", "silu");
-  c.require("pretraining_tp", 1);
-  config.rope_theta(c.get_double("rope_theta", config.rope_theta()));
-  read_rope(c.get_json("rope_scaling"), c.origin() + ": rope_scaling", config);
-  read_rope(c.get_json("rope_parameters"), c.origin() + ": rope_parameters", config);
+  if (type == "gemma3_text") {
+    read_gemma3(c, config);
+  } else {
+    if (type == "qwen2" || type == "qwen3")
+      read_qwen_windows(c, config);
+    else if (type == "mistral")
+      read_mistral_window(c, config);
+    else
+      c.require("sliding_window", nullptr);
+    c.require("hidden_act", "silu");
+    c.require("pretraining_tp", 1);
+    config.rope_theta(c.get_double("rope_theta", config.rope_theta()));
+    read_rope(c.get_json("rope_scaling"), c.origin() + ": rope_scaling", config);
+    read_rope(c.get_json("rope_parameters"), c.origin() + ": rope_parameters", config);
+  }
   c.ignore_metadata();
   c.ignore({"initializer_range"});
   c.finish(cat("the Llama family (", type, ")"));
@@ -165,12 +259,14 @@ HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
   return config;
 }
 
-RmsNormImpl::RmsNormImpl(int64_t width, double eps) : eps_(eps) {
-  weight = register_parameter("weight", torch::ones({width}));
+RmsNormImpl::RmsNormImpl(int64_t width, double eps, bool plus_one)
+    : eps_(eps), plus_one_(plus_one) {
+  weight = register_parameter("weight", plus_one ? torch::zeros({width}) : torch::ones({width}));
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
-  return nn::rms_norm(x, weight, eps_);  // (..., width)
+  // Gemma3RMSNorm's 1 + weight, in the weight's dtype (float32 unless the model is float64).
+  return nn::rms_norm(x, plus_one_ ? weight + 1.0 : weight, eps_);
 }
 
 torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config) {
@@ -198,6 +294,14 @@ torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config) {
   return torch::where(medium, smoothed, scaled);
 }
 
+torch::Tensor sliding_rope_inverse_frequencies(const HfLlamaConfig& config) {
+  if (config.sliding_rope_theta() <= 0)
+    return rope_inverse_frequencies(config);
+  HfLlamaConfig local = config;
+  local.rope_theta(config.sliding_rope_theta()).rope_scaling(RopeScaling::kNone);
+  return rope_inverse_frequencies(local);
+}
+
 HfLlamaAttentionImpl::HfLlamaAttentionImpl(const HfLlamaConfig& config, int64_t layer)
     : config_(config), window_(config.attention_window(layer)) {
   const int64_t hidden = config.hidden_size();
@@ -211,8 +315,8 @@ HfLlamaAttentionImpl::HfLlamaAttentionImpl(const HfLlamaConfig& config, int64_t 
   o_proj =
       register_module("o_proj", linear(config.num_attention_heads() * d, hidden, config.o_bias()));
   if (config.qk_norm()) {
-    q_norm = register_module("q_norm", RmsNorm(d, config.rms_norm_eps()));
-    k_norm = register_module("k_norm", RmsNorm(d, config.rms_norm_eps()));
+    q_norm = register_module("q_norm", rms_norm_of(config, d));
+    k_norm = register_module("k_norm", rms_norm_of(config, d));
   }
 }
 
@@ -234,8 +338,11 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
     projected[0] = q_norm->forward(projected[0].view({batch, time, heads, d})).flatten(2);
     projected[1] = k_norm->forward(projected[1].view({batch, time, kv_heads, d})).flatten(2);
   }
-  const torch::Tensor q =
-      nn::rotary_embedding(projected[0], cos, sin, heads, rounded);  // (B, H, T, D)
+  torch::Tensor q = nn::rotary_embedding(projected[0], cos, sin, heads, rounded);  // (B, H, T, D)
+  // The attention scales scores by D^-1/2; Gemma's by query_pre_attn_scalar^-1/2.
+  const double scalar = config_.query_pre_attn_scalar();
+  if (scalar > 0 && scalar != double(d))
+    q = q * std::sqrt(double(d) / scalar);
   torch::Tensor k =
       nn::rotary_embedding(projected[1], cos, sin, kv_heads, rounded);              // (B, KV, T, D)
   torch::Tensor v = projected[2].view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
@@ -255,7 +362,7 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   return o_proj->forward(y.transpose(1, 2).reshape({batch, time, heads * d}));
 }
 
-HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) {
+HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) : gelu_gate_(config.gelu_gate()) {
   const int64_t hidden = config.hidden_size();
   const int64_t inner = config.intermediate_size();
   gate_proj = register_module("gate_proj", linear(hidden, inner, config.mlp_bias()));
@@ -265,25 +372,39 @@ HfLlamaMlpImpl::HfLlamaMlpImpl(const HfLlamaConfig& config) {
 
 torch::Tensor HfLlamaMlpImpl::forward(const torch::Tensor& x) {
   const std::vector<torch::Tensor> projected =
-      nn::adapted_linears(x, {gate_proj.get(), up_proj.get()});       // (B, T, inner) each
-  return down_proj->forward(nn::swiglu(projected[0], projected[1]));  // (B, T, C)
+      nn::adapted_linears(x, {gate_proj.get(), up_proj.get()});  // (B, T, inner) each
+  const torch::Tensor gated = gelu_gate_ ? torch::gelu(projected[0], "tanh") * projected[1]
+                                         : nn::swiglu(projected[0], projected[1]);  // (B, T, inner)
+  return down_proj->forward(gated);                                                 // (B, T, C)
 }
 
 HfLlamaLayerImpl::HfLlamaLayerImpl(const HfLlamaConfig& config, int64_t layer) {
   self_attn = register_module("self_attn", HfLlamaAttention(config, layer));
   mlp = register_module("mlp", HfLlamaMlp(config));
-  input_layernorm =
-      register_module("input_layernorm", RmsNorm(config.hidden_size(), config.rms_norm_eps()));
-  post_attention_layernorm = register_module("post_attention_layernorm",
-                                             RmsNorm(config.hidden_size(), config.rms_norm_eps()));
+  const int64_t hidden = config.hidden_size();
+  input_layernorm = register_module("input_layernorm", rms_norm_of(config, hidden));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", rms_norm_of(config, hidden));
+  if (config.sandwich_norms()) {
+    pre_feedforward_layernorm =
+        register_module("pre_feedforward_layernorm", rms_norm_of(config, hidden));
+    post_feedforward_layernorm =
+        register_module("post_feedforward_layernorm", rms_norm_of(config, hidden));
+  }
 }
 
 torch::Tensor HfLlamaLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                         const torch::Tensor& sin, const nn::AttentionMask& mask,
                                         KvCacheSlot cache) {
-  const torch::Tensor h =
-      nn::residual_add(x, self_attn->forward(input_layernorm->forward(x), cos, sin, mask, cache));
-  return nn::residual_add(h, mlp->forward(post_attention_layernorm->forward(h)));  // (B, T, C)
+  const torch::Tensor attention =
+      self_attn->forward(input_layernorm->forward(x), cos, sin, mask, cache);  // (B, T, C)
+  if (!pre_feedforward_layernorm) {
+    const torch::Tensor h = nn::residual_add(x, attention);
+    return nn::residual_add(h, mlp->forward(post_attention_layernorm->forward(h)));  // (B, T, C)
+  }
+  const torch::Tensor h = nn::residual_add(x, post_attention_layernorm->forward(attention));
+  return nn::residual_add(
+      h, post_feedforward_layernorm->forward(mlp->forward(pre_feedforward_layernorm->forward(h))));
 }
 
 HfLlamaImpl::HfLlamaImpl(const HfLlamaConfig& config) : config_(config) {
@@ -293,7 +414,7 @@ HfLlamaImpl::HfLlamaImpl(const HfLlamaConfig& config) : config_(config) {
   layers = model->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
     layers->push_back(HfLlamaLayer(config, i));
-  norm = model->register_module("norm", RmsNorm(config.hidden_size(), config.rms_norm_eps()));
+  norm = model->register_module("norm", rms_norm_of(config, config.hidden_size()));
   if (!config.tie_word_embeddings())
     lm_head_weight = register_untied_head(*this, config.vocab_size(), config.hidden_size());
 }
@@ -326,25 +447,34 @@ torch::Tensor HfLlamaImpl::logits(const torch::Tensor& input_ids,
   // dense anyway.
   torch::Tensor x = lm_head_weight.defined() ? nn::embedding(embed_tokens->weight, input_ids)
                                              : embed_tokens->forward(input_ids);  // (B, T, C)
-  // cos and sin in float32, as transformers computes them, then in the activations' dtype.
-  const torch::Tensor positions = torch::arange(
-      past, past + time, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));
-  const torch::Tensor freqs =
-      positions.unsqueeze(1) * rope_inverse_frequencies(config_).to(x.device()).unsqueeze(0);
-  const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);  // (T, D)
-  const torch::Tensor cos = angles.cos().to(x.scalar_type());
-  const torch::Tensor sin = angles.sin().to(x.scalar_type());
+  if (config_.scale_embeddings()) {  // Gemma: sqrt(C) in the embeddings' dtype
+    const torch::Tensor factor =
+        torch::scalar_tensor(std::sqrt(double(config_.hidden_size())), torch::kFloat);
+    x = x * factor.to(x.device(), embed_tokens->weight.scalar_type());
+  }
+  const auto [cos, sin] = rotary_tables(rope_inverse_frequencies(config_), past, time, x);
+  const auto [sliding_cos, sliding_sin] =
+      config_.sliding_rope_theta() > 0
+          ? rotary_tables(sliding_rope_inverse_frequencies(config_), past, time, x)
+          : std::make_pair(cos, sin);
   const nn::AttentionMask mask =
       attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type(), past);
   x = run_layers(
       layers, checkpointing_, is_training(), x,
-      [all = layers, cos, sin, mask, cache](size_t i, const torch::Tensor& in) {
-        return all->ptr(i)->as<HfLlamaLayer>()->forward(in, cos, sin, mask,
+      [all = layers, sliding = config_.sliding_layers(), cos = cos, sin = sin,
+       sliding_cos = sliding_cos, sliding_sin = sliding_sin, mask,
+       cache](size_t i, const torch::Tensor& in) {
+        const bool slides = i < sliding.size() && sliding[i];
+        return all->ptr(i)->as<HfLlamaLayer>()->forward(in, slides ? sliding_cos : cos,
+                                                        slides ? sliding_sin : sin, mask,
                                                         {cache, i});  // (B, T, C)
       },
       cache);
   x = norm->forward(x);
-  return nn::linear(x, lm_head_weight.defined() ? lm_head_weight : embed_tokens->weight);
+  torch::Tensor logits =
+      nn::linear(x, lm_head_weight.defined() ? lm_head_weight : embed_tokens->weight);
+  const double cap = config_.final_logit_softcapping();
+  return cap > 0 ? torch::tanh(logits / cap) * cap : logits;  // (B, T, V)
 }
 
 HfLlama load_hf_llama(const std::string& directory) {

@@ -1,6 +1,7 @@
 // The Llama family as Hugging Face's transformers defines it (LlamaForCausalLM; Mistral, Qwen2
-// with its q/k/v biases and Qwen3 with its query and key norms, each with or without a sliding
-// window), with the checkpoint's own names.
+// with its q/k/v biases, Qwen3 with its query and key norms, each with or without a sliding
+// window; Gemma 3's text model with its variations on the layer), with the checkpoint's own
+// names.
 #pragma once
 
 #include <torch/torch.h>
@@ -26,7 +27,7 @@ enum class RopeScaling {
 
 /// The fields of a Llama-family config.json that bigbatch implements (docs/PRETRAINED.md).
 struct HfLlamaConfig {
-  TORCH_ARG(std::string, model_type) = "llama";  ///< llama, mistral, qwen2 or qwen3
+  TORCH_ARG(std::string, model_type) = "llama";  ///< llama, mistral, qwen2, qwen3, gemma3_text
   TORCH_ARG(int64_t, vocab_size) = 32000;
   TORCH_ARG(int64_t, hidden_size) = 4096;
   TORCH_ARG(int64_t, intermediate_size) = 11008;
@@ -54,34 +55,59 @@ struct HfLlamaConfig {
   /// Per layer, whether its attention slides (transformers' layer_types "sliding_attention");
   /// empty: none does.
   TORCH_ARG(std::vector<bool>, sliding_layers);
+  /// The RoPE theta of the sliding layers, unscaled (Gemma 3's local base frequency); 0: they
+  /// take the RoPE of the others.
+  TORCH_ARG(double, sliding_rope_theta) = 0.0;
+
+  // Gemma 3's variations on the layer.
+  /// Every RMSNorm scales by 1 + weight, in float32 (its weights start at 0).
+  TORCH_ARG(bool, norm_plus_one) = false;
+  /// The embeddings times sqrt(hidden_size), the factor rounded to the embeddings' dtype.
+  TORCH_ARG(bool, scale_embeddings) = false;
+  /// GELU (tanh approximation) gates the MLP instead of SiLU.
+  TORCH_ARG(bool, gelu_gate) = false;
+  /// post_attention_layernorm norms the attention's output, and pre_feedforward_layernorm and
+  /// post_feedforward_layernorm the MLP's input and output, before each joins the residual.
+  TORCH_ARG(bool, sandwich_norms) = false;
+  /// Attention scores scaled by query_pre_attn_scalar^-1/2; 0: by head_dim^-1/2.
+  TORCH_ARG(double, query_pre_attn_scalar) = 0.0;
+  /// logits = cap * tanh(logits / cap); 0: none.
+  TORCH_ARG(double, final_logit_softcapping) = 0.0;
 
  public:  // TORCH_ARG leaves the section private
+  /// Whether layer `layer`'s attention slides.
+  bool is_sliding(int64_t layer) const;
   /// The window of layer `layer`'s attention: sliding_window on a sliding layer, else 0 (none).
   int64_t attention_window(int64_t layer) const;
 };
 
-/// Reads a config of model_type llama, mistral, qwen2 or qwen3. Refuses, naming them, what
-/// bigbatch does not implement (an activation other than silu, RoPE types other than default,
-/// linear and llama3, partial rotary embeddings, pretraining_tp > 1) and unknown fields.
+/// Reads a config of model_type llama, mistral, qwen2, qwen3 or gemma3_text. Refuses, naming
+/// them, what bigbatch does not implement (an activation other than silu, or gelu_pytorch_tanh for
+/// Gemma 3; RoPE types other than default, linear and llama3; partial rotary embeddings;
+/// pretraining_tp > 1; attention logit soft-capping; bidirectional attention) and unknown fields.
 HfLlamaConfig read_hf_llama_config(io::HfConfig& config);
 
 /// RMSNorm as LlamaRMSNorm computes it: in float32, x * rsqrt(mean(x^2) + eps), cast back to the
-/// input's dtype, then times `weight`.
+/// input's dtype, then times `weight`; with `plus_one` (Gemma3RMSNorm) times 1 + `weight`, the
+/// weight starting at 0.
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t width, double eps);
+  RmsNormImpl(int64_t width, double eps, bool plus_one = false);
   /// x (..., width) -> (..., width)
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
  private:
   double eps_;
+  bool plus_one_;
 };
 /// Module holder for RmsNormImpl.
 TORCH_MODULE(RmsNorm);
 
 /// RoPE's inverse frequencies (head_dim / 2, float32), computed as transformers computes them.
 torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config);
+/// Those of the sliding layers: the same unless config.sliding_rope_theta() is set.
+torch::Tensor sliding_rope_inverse_frequencies(const HfLlamaConfig& config);
 
 /// LlamaAttention: q_proj, k_proj, v_proj -> (Qwen3: q_norm and k_norm per head) -> RoPE on q and
 /// k -> keys and values repeated per group -> attention (over a sliding window on a sliding
@@ -106,18 +132,23 @@ class HfLlamaAttentionImpl : public torch::nn::Module {
 /// Module holder for HfLlamaAttentionImpl.
 TORCH_MODULE(HfLlamaAttention);
 
-/// LlamaMLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+/// LlamaMLP: down_proj(silu(gate_proj(x)) * up_proj(x)); Gemma's GELU-tanh instead of silu.
 class HfLlamaMlpImpl : public torch::nn::Module {
  public:
   explicit HfLlamaMlpImpl(const HfLlamaConfig& config);
   /// x (B, T, hidden) -> (B, T, hidden)
   torch::Tensor forward(const torch::Tensor& x);
   nn::AdaptedLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  bool gelu_gate_;
 };
 /// Module holder for HfLlamaMlpImpl.
 TORCH_MODULE(HfLlamaMlp);
 
 /// LlamaDecoderLayer: x + self_attn(input_layernorm(x)), then + mlp(post_attention_layernorm(.)).
+/// With sandwich norms (Gemma3DecoderLayer): x + post_attention_layernorm(self_attn(
+/// input_layernorm(x))), then + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(.))).
 class HfLlamaLayerImpl : public torch::nn::Module {
  public:
   /// Layer `layer` (0-based) of the model.
@@ -127,6 +158,8 @@ class HfLlamaLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const nn::AttentionMask& mask, KvCacheSlot cache = {});
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  /// null unless config.sandwich_norms()
+  RmsNorm pre_feedforward_layernorm{nullptr}, post_feedforward_layernorm{nullptr};
   HfLlamaAttention self_attn{nullptr};
   HfLlamaMlp mlp{nullptr};
 };
@@ -135,6 +168,7 @@ TORCH_MODULE(HfLlamaLayer);
 
 /// LlamaForCausalLM: `model` (`embed_tokens`, `layers.N`, `norm`) and, unless the embeddings are
 /// tied, `lm_head`. Parameter names are the checkpoint's (model.layers.0.self_attn.q_proj.weight).
+/// Gemma3ForCausalLM too: scaled embeddings, and the logits soft-capped where its config says.
 class HfLlamaImpl : public torch::nn::Module {
  public:
   explicit HfLlamaImpl(const HfLlamaConfig& config);

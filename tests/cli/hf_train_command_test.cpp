@@ -301,6 +301,19 @@ TEST(HfTrainCommand, TheTinyBertRunsItsLayersFusedToTheCompositeLosses) {
       << adapted.output;
 }
 
+TEST(HfTrainCommand, GemmaTwoTrainsOnTheCompositeAttentionAndThePlanSaysWhy) {
+  testing::TempDir dir;
+  const std::string corpus = dir.write("corpus.txt", small_corpus()).string();
+  const Result r =
+      run("train " + hf_settings("tiny-gemma2") + "-s data.path=" + corpus +
+          " -s model.attention=fused -s train.steps=2 --run-dir " + (dir.path() / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Its scores are soft-capped, which LibTorch's fused kernel cannot do.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\nattention +composite +product, soft-cap")))
+      << r.output;
+  EXPECT_THAT(r.output, HasSubstr("a sliding window of 8 tokens on 1 of the 2 layers"));
+}
+
 TEST(HfTrainCommand, BadModelDirectoriesAndSettingsExitWith2AndWriteNothing) {
   testing::TempDir dir;
   const auto expect_refused = [&](const std::string& settings, const std::string& message) {

@@ -1,6 +1,6 @@
-// The exact window rule on pretrained architectures: the tiny Hugging Face GPT-2, Llama, Qwen3
-// and Gemma 3 (tests/hf), in float64, with right padding of different lengths, give the full-batch
-// gradient for every split of the window.
+// The exact window rule on pretrained architectures: the tiny Hugging Face GPT-2, Llama, Qwen3,
+// Gemma 3 and Gemma 2 (tests/hf), in float64, with right padding of different lengths, give the
+// full-batch gradient for every split of the window.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -72,9 +72,10 @@ TEST(HfAccumulation, LlamaWindowsWithPaddingAreExactForEverySplit) {
   expect_exact_windows(models::load_hf_llama(kHf + "tiny-llama"));
 }
 
-TEST(HfAccumulation, Qwen3AndGemma3WindowsPastTheirSlidingWindowsAreExactForEverySplit) {
+TEST(HfAccumulation, Qwen3AndGemmaWindowsPastTheirSlidingWindowsAreExactForEverySplit) {
   expect_exact_windows(models::load_hf_llama(kHf + "tiny-qwen3"));   // 12 tokens, window 8
   expect_exact_windows(models::load_hf_llama(kHf + "tiny-gemma3"));  // and sandwich norms
+  expect_exact_windows(models::load_hf_llama(kHf + "tiny-gemma2"));  // and capped scores
 }
 
 TEST(HfAccumulation, LlamaWithLoraWindowsAreExactAndOnlyTheAdaptersGetGradients) {

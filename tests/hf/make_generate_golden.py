@@ -2,10 +2,10 @@
 """Golden greedy continuations from transformers for bigbatch's models::generate_ids tests.
 
 Loads the committed tiny models (tests/hf/tiny-gpt2, tiny-llama, tiny-qwen2, tiny-qwen3,
-tiny-mistral and tiny-gemma3; the 64 positions cross the last three's sliding windows of 8 keys;
-made by make_tiny_gpt2.py and make_tiny_llama.py), and for each continues a fixed prompt of token
-ids greedily with model.generate(do_sample=False, use_cache=True) in float32, eval mode, until the
-model's positions are full (no EOS: generation stops on length only). Writes
+tiny-mistral, tiny-gemma3 and tiny-gemma2; the 64 positions cross the sliding windows of 8 of
+the last four; made by make_tiny_gpt2.py and make_tiny_llama.py), and for each continues a fixed
+prompt of token ids greedily with model.generate(do_sample=False, use_cache=True) in float32,
+eval mode, until the model's positions are full (no EOS: generation stops on length only). Writes
 tests/hf/generate-golden.json: per model the prompt, the new ids and the smallest gap between the
 largest and second-largest logit over the steps (how far each choice was from a tie). Run with
 the wheel's Python after installing transformers into it:
@@ -46,7 +46,7 @@ def continuation(name):
 def main():
     golden = {"transformers": transformers.__version__, "torch": torch.__version__}
     for name in ("tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral",
-                 "tiny-gemma3"):
+                 "tiny-gemma3", "tiny-gemma2"):
         golden[name] = continuation(name)
     with open(os.path.join(HERE, "generate-golden.json"), "w") as f:
         json.dump(golden, f)

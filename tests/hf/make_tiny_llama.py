@@ -10,7 +10,9 @@ on its second layer only), tests/hf/tiny-mistral/ (MistralForCausalLM: a sliding
 keys on every layer) and tests/hf/tiny-gemma3/ (Gemma3ForCausalLM of model_type gemma3_text:
 norms of 1 + weight around attention and MLP, query and key norms, scaled embeddings, GELU-tanh
 gating, a query_pre_attn_scalar other than head_dim, a sliding window of 8 with its own RoPE
-theta on the first layer, linear RoPE scaling on the second, final logit soft-capping). Each
+theta on the first layer, linear RoPE scaling on the second, final logit soft-capping) and
+tests/hf/tiny-gemma2/ (Gemma2ForCausalLM: Gemma 3's layer without the query and key norms, one
+RoPE, the attention scores soft-capped at 0.05, a sliding window of 8 on every second layer). Each
 comes with <name>-golden.json: two rows of 40 token ids (past the windows), transformers' logits
 (eager attention, float32, eval mode) and its loss with labels=ids. Run with the wheel's Python
 after installing transformers into it:
@@ -20,6 +22,7 @@ after installing transformers into it:
 """
 import json
 import os
+import shutil
 
 import torch
 import transformers
@@ -39,6 +42,7 @@ def make(name, model_class, config, tokenizer):
             if key.endswith("bias") or "norm" in key:
                 p.add_(torch.randn_like(p) * 0.1)
     directory = os.path.join(HERE, name)
+    shutil.rmtree(directory, ignore_errors=True)  # no file of an earlier tokenizer left behind
     model.save_pretrained(directory)
     tiny_tokenizers.copy_tokenizer(tokenizer, directory)
     ids = torch.randint(0, config.vocab_size, (2, 40))  # past original_max_position_embeddings
@@ -71,11 +75,15 @@ def main():
         sliding_window=8), "llama2-bpe-fallback")
     make("tiny-gemma3", transformers.Gemma3ForCausalLM, transformers.Gemma3TextConfig(
         **SIZES, head_dim=16, query_pre_attn_scalar=24,
-        vocab_size=tiny_tokenizers.vocab_size("llama2-bpe-fallback"), sliding_window=8,
+        vocab_size=tiny_tokenizers.vocab_size("gemma-bpe"), sliding_window=8,
         layer_types=["sliding_attention", "full_attention"], final_logit_softcapping=3.0,
         rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                          "full_attention": {"rope_type": "linear", "factor": 8.0,
-                                            "rope_theta": 1000000.0}}), "llama2-bpe-fallback")
+                                            "rope_theta": 1000000.0}}), "gemma-bpe")
+    make("tiny-gemma2", transformers.Gemma2ForCausalLM, transformers.Gemma2Config(
+        **SIZES, head_dim=16, query_pre_attn_scalar=24, sliding_window=8,
+        vocab_size=tiny_tokenizers.vocab_size("gemma-bpe"), attn_logit_softcapping=0.05,
+        final_logit_softcapping=3.0), "gemma-bpe")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ import os
 import shutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+         "chat_template.jinja")
 
 
 def vocab_size(fixture):

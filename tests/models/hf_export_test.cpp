@@ -239,6 +239,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Fixture{"tiny-qwen3", 0, {"q_proj", "k_proj", "o_proj", "down_proj"}, {}},
                       Fixture{"tiny-mistral", 0, {"q_proj", "v_proj", "up_proj"}, {}},
                       Fixture{"tiny-gemma3", 0, {"q_proj", "v_proj", "gate_proj"}, {}},
+                      Fixture{"tiny-gemma2", 0, {"k_proj", "o_proj", "down_proj"}, {}},
                       Fixture{"tiny-bert", 0, {"query", "value"}, {"classifier"}},
                       Fixture{"tiny-bert-encoder", 4, {"query", "key"}, {"classifier"}}),
     [](const ::testing::TestParamInfo<Fixture>& param_info) {

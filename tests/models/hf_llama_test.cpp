@@ -1,8 +1,8 @@
 // models::HfLlama against Hugging Face transformers: logits and loss of the tiny random Llama
 // (grouped-query attention, llama3 RoPE scaling, untied head), Qwen2 (q/k/v biases, tied
 // embeddings), Qwen3 (query and key norms, a sliding window on one layer), Mistral (a sliding
-// window on every layer) and Gemma 3's text model that tests/hf/make_tiny_llama.py made, and
-// every unsupported config named.
+// window on every layer), Gemma 3's text model and Gemma 2 (soft-capped attention scores) that
+// tests/hf/make_tiny_llama.py made, and every unsupported config named.
 #include "bigbatch/models/hf_llama.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -72,18 +73,33 @@ TEST(HfLlama, Gemma3TextGivesTransformersLogits) {
   expect_transformers_logits("tiny-gemma3");
 }
 
-TEST(HfLlama, RightPaddingInsideASlidingWindowLeavesTheRealTokensAlone) {
-  HfLlama model = load_hf_llama(hf_dir("tiny-mistral"));
+TEST(HfLlama, Gemma2WithAttentionSoftCappingGivesTransformersLogits) {
+  expect_transformers_logits("tiny-gemma2");
+}
+
+TEST(HfLlama, RightPaddingLongerThanASlidingWindowLeavesTheRealTokensAlone) {
+  HfLlama model = load_hf_llama(hf_dir("tiny-mistral"));  // a window of 8
   model->eval();
   torch::NoGradGuard no_grad;
   torch::manual_seed(3);
   const torch::Tensor ids = torch::randint(model->config().vocab_size(), {2, 20}, torch::kLong);
   torch::Tensor mask = torch::ones({2, 20}, torch::kLong);
-  mask[1].slice(0, 14).fill_(0);                           // row 1: 14 real tokens, then padding
-  const torch::Tensor padded = model->forward(ids, mask);  // (2, 20, V)
-  const torch::Tensor alone = model->forward(ids.slice(0, 1).slice(1, 0, 14));  // (1, 14, V)
-  EXPECT_LE((padded[1].slice(0, 0, 14) - alone[0]).abs().max().item<double>(), 1e-5);
-  EXPECT_LE((padded[0] - model->forward(ids.slice(0, 0, 1))[0]).abs().max().item<double>(), 1e-5);
+  mask[1].slice(0, 10).fill_(0);  // row 1: 10 real tokens, then 10 of padding
+  std::vector<nn::AttentionKernel> kernels{nn::AttentionKernel::kComposite};
+  if (nn::fused_attention_available())
+    kernels.push_back(nn::AttentionKernel::kFused);
+  for (const nn::AttentionKernel kernel : kernels) {
+    nn::set_attention_kernel(kernel, "test");
+    const torch::Tensor padded = model->forward(ids, mask);                          // (2, 20, V)
+    const torch::Tensor alone = model->forward(ids.slice(0, 1, 2).slice(1, 0, 10));  // (1, 10, V)
+    const torch::Tensor first = model->forward(ids.slice(0, 0, 1));                  // (1, 20, V)
+    nn::set_attention_kernel(nn::AttentionKernel::kAuto, "test");
+    // The last padded positions see only padding in their window: finite all the same, and the
+    // real tokens of both rows get what they get alone.
+    EXPECT_TRUE(torch::isfinite(padded).all().item<bool>()) << nn::to_string(kernel);
+    EXPECT_LE((padded[1].slice(0, 0, 10) - alone[0]).abs().max().item<double>(), 1e-5);
+    EXPECT_LE((padded[0] - first[0]).abs().max().item<double>(), 1e-5);
+  }
 }
 
 TEST(HfLlama, TheModelsAreWhatTheirConfigsSay) {
@@ -114,6 +130,11 @@ TEST(HfLlama, TheModelsAreWhatTheirConfigsSay) {
   EXPECT_FALSE(gemma->lm_head_weight.defined());
   EXPECT_EQ(gemma->config().attention_window(0), 8);
   EXPECT_EQ(gemma->config().attention_window(1), 0);
+  HfLlama gemma2 = load_hf_llama(hf_dir("tiny-gemma2"));
+  EXPECT_EQ(gemma2->config().attn_logit_softcapping(), 0.05);
+  EXPECT_FALSE(gemma2->layers[0]->as<HfLlamaLayer>()->self_attn->q_norm);
+  EXPECT_TRUE(gemma2->layers[0]->as<HfLlamaLayer>()->pre_feedforward_layernorm);
+  EXPECT_EQ(gemma2->config().sliding_rope_theta(), 0.0);
   // A fresh Gemma norm is the identity: its weight starts at 0 and scales by 1 + weight.
   RmsNorm fresh(4, 1e-6, /*plus_one=*/true);
   const torch::Tensor x = torch::tensor({1.0, -2.0, 3.0, 0.5});
@@ -198,7 +219,7 @@ TEST(HfLlamaConfig, UnsupportedSettingsAreNamed) {
             "config.json: rope_parameters: unsupported RoPE field \"beta_fast\" = 32");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["model_type"] = "gemma"; }),
             "config.json: model_type \"gemma\" is not one of \"llama\", \"mistral\", "
-            "\"qwen2\", \"qwen3\", \"gemma3_text\"");
+            "\"qwen2\", \"qwen3\", \"gemma2\", \"gemma3_text\"");
   EXPECT_EQ(config_error([](nlohmann::json& c) { c["num_key_value_heads"] = 3; }),
             "config.json: num_key_value_heads = 3 must divide num_attention_heads = 4");
   EXPECT_NE(config_error([](nlohmann::json& c) {
@@ -238,6 +259,25 @@ TEST(HfLlamaConfig, Gemma3ConfigsFromBeforeTransformers5Read) {
     c["num_hidden_layers"] = 6;
   });
   EXPECT_EQ(six.sliding_layers(), std::vector<bool>({true, true, true, true, true, false}));
+}
+
+TEST(HfLlamaConfig, Gemma2ConfigsFromBeforeTransformers5Read) {
+  // google/gemma-2-2b's form: no layer_types (every second layer full), hidden_act beside
+  // hidden_activation, rope_theta.
+  const HfLlamaConfig read = edited_config("tiny-gemma2", [](nlohmann::json& c) {
+    c.erase("layer_types");
+    c.erase("rope_parameters");
+    c["num_hidden_layers"] = 5;
+    c["hidden_act"] = "gelu_pytorch_tanh";
+    c["rope_theta"] = 10000.0;
+    c["cache_implementation"] = "hybrid";
+    c["eos_token_id"] = {1, 107};
+  });
+  EXPECT_EQ(read.sliding_layers(), std::vector<bool>({true, false, true, false, true}));
+  EXPECT_EQ(read.rope_theta(), 10000.0);
+  EXPECT_EQ(read.attn_logit_softcapping(), 0.05);
+  EXPECT_EQ(read.final_logit_softcapping(), 3.0);
+  EXPECT_FALSE(read.qk_norm());
 }
 
 TEST(HfLlamaConfig, Gemma3SettingsBigbatchDoesNotImplementAreNamed) {

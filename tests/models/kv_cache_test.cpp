@@ -106,7 +106,7 @@ TEST_P(CachedForward, GreedyGenerationContinuesAsTransformersDoes) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CachedForward,
                          ::testing::Values("tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                           "tiny-mistral", "tiny-gemma3"),
+                                           "tiny-mistral", "tiny-gemma3", "tiny-gemma2"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            name.erase(name.find('-'), 1);

@@ -1,6 +1,6 @@
 // Attention: the fused and the composite kernels compute the same outputs and gradients under
-// every kind of mask, the composite one is softmax(q k^T / sqrt(D) + mask) v as written out, and
-// the choice of kernel.
+// every kind of mask (sliding windows included), the composite one is softmax(q k^T / sqrt(D) +
+// mask) v as written out (with soft-capped scores too), and the choice of kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,15 +53,18 @@ struct NamedMask {
   AttentionMask mask;
 };
 
-/// No mask, causal, padding (example_padding()), and both.
+/// No mask, causal, padding (example_padding()), both, and causal with a sliding window of 2
+/// keys, alone and with padding.
 std::vector<NamedMask> every_mask() {
   return {{"no mask", {false, {}}},
           {"causal", {true, {}}},
           {"padding", {false, example_padding()}},
-          {"causal and padding", {true, example_padding()}}};
+          {"causal and padding", {true, example_padding()}},
+          {"causal window of 2", {true, {}, 2}},
+          {"causal window of 2 and padding", {true, example_padding(), 2}}};
 }
 
-AttentionResult run(AttentionKernel kernel, const AttentionMask& mask) {
+AttentionResult run(AttentionKernel kernel, const AttentionMask& mask, double softcap = 0.0) {
   const ScopedAttentionKernel choice(kernel);
   torch::manual_seed(11);
   const auto options = torch::TensorOptions().dtype(torch::kFloat64);
@@ -71,7 +74,7 @@ AttentionResult run(AttentionKernel kernel, const AttentionMask& mask) {
   const torch::Tensor v = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).requires_grad_();
   const torch::Tensor output =
       scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask,
-                                   /*dropout=*/0.0, /*training=*/true);  // (B, H, T, D)
+                                   /*dropout=*/0.0, /*training=*/true, softcap);  // (B, H, T, D)
   output.backward(torch::randn(output.sizes(), options));
   return {output.detach(), q.grad(), k.grad(), v.grad()};
 }
@@ -117,6 +120,39 @@ TEST(Attention, CompositeIsTheMaskedSoftmaxWrittenOut) {
   EXPECT_GT(dk.index({0}).abs().max().item<double>(), 0.0);
 }
 
+TEST(Attention, SlidingWindowAndSoftCappedScoresAreWrittenOut) {
+  // Query t sees keys t - 1 and t (a window of 2); scores capped at 0.5 before the mask.
+  const AttentionMask mask{true, {}, 2};
+  torch::manual_seed(11);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor q = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor k = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor v = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor ones = torch::ones({kTime, kTime}, torch::kBool);
+  const torch::Tensor blocked = ones.triu(1).logical_or(ones.tril(-2));  // (T, S)
+  const torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(kHeadDim));
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const double softcap : {0.0, 0.5}) {
+    const torch::Tensor capped = softcap > 0 ? torch::tanh(scores / softcap) * softcap : scores;
+    const torch::Tensor expected =
+        torch::matmul(torch::softmax(capped.masked_fill(blocked, -inf), -1), v);
+    for (const AttentionKernel kernel : {AttentionKernel::kComposite, AttentionKernel::kAuto}) {
+      EXPECT_LE(testing::relative_difference(run(kernel, mask, softcap).output, expected), 1e-14)
+          << "softcap " << softcap << ", " << to_string(kernel);
+    }
+  }
+  // Capping changes the result here, so the comparison above tells it apart.
+  EXPECT_GT(testing::relative_difference(run(AttentionKernel::kComposite, mask, 0.5).output,
+                                         run(AttentionKernel::kComposite, mask).output),
+            1e-3);
+  if (fused_attention_available()) {  // the fused kernel has no cap: the composite one runs
+    expect_same(run(AttentionKernel::kFused, mask, 0.5),
+                run(AttentionKernel::kComposite, mask, 0.5), "softcap under kFused");
+  }
+}
+
+// A sliding window that blocks keys takes LibTorch's bf16 products instead (the kernels mask
+// causally and padding only), with the same tolerance.
 TEST(Attention, CompositeUnderBf16AutocastRunsTheBf16KernelsAsOneNode) {
   if (!bf16_attention_available())
     GTEST_SKIP() << "this CPU has no avx512_bf16: the composite runs LibTorch's bf16 products";
@@ -143,7 +179,8 @@ TEST(Attention, CompositeUnderBf16AutocastRunsTheBf16KernelsAsOneNode) {
       }
       EXPECT_EQ(output.scalar_type(), torch::kBFloat16);
       ASSERT_TRUE(output.grad_fn());
-      EXPECT_NE(output.grad_fn()->name().find("Bf16KernelAttention"), std::string::npos)
+      EXPECT_EQ(output.grad_fn()->name().find("Bf16KernelAttention") != std::string::npos,
+                !window_cuts(named.mask, kTime))
           << output.grad_fn()->name();
       const torch::Tensor d_output = torch::randn(output.sizes()).to(torch::kBFloat16);
       output.backward(d_output);

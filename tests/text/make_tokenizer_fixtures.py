@@ -6,7 +6,8 @@ Each fixture is trained here with the `tokenizers` library (a vocabulary of a fe
 on the English fortunes of Debian's `fortunes` package plus the test texts) but carries the exact
 normalizer, pre-tokenizer, post-processor, decoder and model settings of the tokenizer it stands
 for (GPT-2, Llama 3, Qwen2, BERT uncased and cased, Llama 2's tokenizer.json in its two forms:
-Prepend/Replace normalizers, or the Metaspace pre-tokenizer). llama2-sentencepiece
+Prepend/Replace normalizers, or the Metaspace pre-tokenizer; Gemma's, as transformers'
+GemmaTokenizer writes it). `--only-gemma` remakes gemma-bpe alone and leaves the rest as it is. llama2-sentencepiece
 is a tokenizer.model trained with the `sentencepiece` package with Llama 2's settings (BPE, byte
 fallback, split digits, identity normalization). minilm-l6-v2 is the real tokenizer of
 sentence-transformers' all-MiniLM-L6-v2 (BERT uncased, 30522 tokens, Apache-2.0), copied from the
@@ -318,6 +319,32 @@ def llama2_bpe():
                          {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"})
 
 
+def gemma():
+    """Gemma's tokenizer.json as transformers' GemmaTokenizer builds and saves it (Gemma 1 to 3):
+    spaces replaced by "▁" with no prefix, a Split on " " (a no-op after the normalizer), BPE with
+    byte fallback, <bos> prepended by the post-processor. Gemma's layout: <pad>, <eos>, <bos>,
+    <unk>, <mask>, the turn markers, the 256 byte tokens, then the pieces."""
+    normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
+    pre = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+           "invert": False}
+    vocab, merges = trained_bpe(pre, 400, [], False, normalizer_json=normalizer,
+                                limit_alphabet=120)
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"]
+    ordered = specials + byte_tokens()
+    ordered += [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if t not in ordered]
+    vocab = {t: i for i, t in enumerate(ordered)}
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
+    tok = transformers.GemmaTokenizer(vocab=vocab, merges=merges, add_bos_token=True,
+                                      additional_special_tokens=specials[5:])
+    with open(os.path.join(HERE, "chat_templates", "gemma2.jinja"), encoding="utf-8") as f:
+        tok.chat_template = f.read()  # Gemma 2's, which Gemma 3's text models keep
+    directory = os.path.join(OUT, "gemma-bpe")
+    shutil.rmtree(directory, ignore_errors=True)
+    tok.save_pretrained(directory)
+    Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))  # it loads
+    return directory
+
+
 def llama2_metaspace(bpe_directory):
     """Llama 2's BPE in the other tokenizer.json form (transformers' conversion with
     legacy=False): no normalizer, a Metaspace pre-tokenizer that prepends "▁" to the start of
@@ -439,19 +466,28 @@ def golden_of_sentencepiece(directory):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    fixtures = [minilm(), bert("bert-wordpiece", True), bert("bert-cased-wordpiece", False),
-                gpt2(), llama3(), qwen2(), llama2_bpe()]
-    fixtures.append(llama2_metaspace(fixtures[-1]))
+    golden_path = os.path.join(OUT, "golden.json")
     golden = {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__,
               "sentencepiece": sentencepiece.__version__, "fixtures": {}}
+    if sys.argv[1:] == ["--only-gemma"]:
+        # Adds or remakes gemma-bpe alone; every other fixture and golden entry stays as it is.
+        with open(golden_path, encoding="utf-8") as f:
+            golden = json.load(f)
+        fixtures = [gemma()]
+    else:
+        fixtures = [minilm(), bert("bert-wordpiece", True), bert("bert-cased-wordpiece", False),
+                    gpt2(), llama3(), qwen2(), llama2_bpe()]
+        fixtures.append(llama2_metaspace(fixtures[-1]))
+        fixtures.append(gemma())
     for directory in fixtures:
         rows, size, pair = golden_of_tokenizer_json(directory)
         golden["fixtures"][os.path.basename(directory)] = {"vocab_size": size, "texts": rows,
                                                            "pair": pair}
-    directory = llama2_sentencepiece()
-    rows, size = golden_of_sentencepiece(directory)
-    golden["fixtures"][os.path.basename(directory)] = {"vocab_size": size, "texts": rows}
-    with open(os.path.join(OUT, "golden.json"), "w", encoding="utf-8") as f:
+    if len(fixtures) > 1:
+        directory = llama2_sentencepiece()
+        rows, size = golden_of_sentencepiece(directory)
+        golden["fixtures"][os.path.basename(directory)] = {"vocab_size": size, "texts": rows}
+    with open(golden_path, "w", encoding="utf-8") as f:
         json.dump(golden, f, ensure_ascii=False, indent=1)
     for name, entry in golden["fixtures"].items():
         print(f"{name}: {entry['vocab_size']} tokens, ids of the test text "

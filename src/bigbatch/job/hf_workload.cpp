@@ -357,6 +357,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   w.module = model.module();
   w.attention_keys = context;
   w.llama_ops = !model.llama.is_empty();
+  w.attention_softcap = w.llama_ops && model.llama->config().attn_logit_softcapping() > 0;
   w.lookup_parameters = model.lookup_parameters();
   if (model.bert) {
     for (size_t i = 0; i < model.bert->layer->size(); ++i) {

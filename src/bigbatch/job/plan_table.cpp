@@ -106,13 +106,20 @@ void add_model_section(Table& table, const TrainingJobOptions& options, const Wo
                          : "LibTorch's BLAS",
                   " (fp32_matmul = \"", nn::to_string(options.fp32_matmul), "\")"));
   }
-  const nn::AttentionKernel attention = nn::resolve_attention_kernel(
-      options.attention, {cpu, options.precision == nn::Precision::kBf16, w.attention_keys});
+  const nn::AttentionKernel attention =
+      w.attention_softcap ? nn::AttentionKernel::kComposite
+                          : nn::resolve_attention_kernel(
+                                options.attention,
+                                {cpu, options.precision == nn::Precision::kBf16, w.attention_keys});
   if (w.attention_keys > 0) {
     const bool bf16_kernels =
         cpu && options.precision == nn::Precision::kBf16 && nn::bf16_attention_available();
     std::string how = "masked product, softmax, product";
-    if (attention == nn::AttentionKernel::kFused)
+    if (w.attention_softcap)
+      how =
+          "product, soft-cap (attn_logit_softcapping: the fused kernel has none), mask, softmax, "
+          "product";
+    else if (attention == nn::AttentionKernel::kFused)
       how = "LibTorch's scaled_dot_product_attention";
     else if (bf16_kernels)
       how = cat("bf16 attention kernels, one pass per head",

@@ -36,6 +36,9 @@ struct Workload {
   /// The most keys a query of the model attends over through nn::scaled_dot_product_attention
   /// (its context), for the plan table's attention row; 0 for a model without attention.
   int64_t attention_keys = 0;
+  /// Whether the model soft-caps its attention scores (Gemma 2), which runs the composite
+  /// attention whatever model.attention says.
+  bool attention_softcap = false;
   /// The dropout of the model's transformer blocks that nn::BlockKernel chooses the code of
   /// (models::PreLnBlock: the GPT's, the BERT's; a Hugging Face BERT's layers), for the plan
   /// table's blocks row; unset for a model without them.

@@ -49,6 +49,8 @@ std::string architecture_of(const std::string& model_type) {
     return "Qwen2ForCausalLM";
   if (model_type == "qwen3")
     return "Qwen3ForCausalLM";
+  if (model_type == "gemma2")
+    return "Gemma2ForCausalLM";
   if (model_type == "gemma3_text")
     return "Gemma3ForCausalLM";
   BB_CHECK_INPUT(model_type == "bert", "cannot export a model of model_type \"", model_type,

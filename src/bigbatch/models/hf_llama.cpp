@@ -118,42 +118,16 @@ void read_qwen_windows(io::HfConfig& c, HfLlamaConfig& config) {
     config.sliding_window(positive_window(window, c.origin())).sliding_layers(sliding);
 }
 
-/// Gemma 3's layer types: layer_types, or in configs without it (transformers < 4.53) every
-/// sliding_window_pattern-th layer full and the others sliding; and its RoPE, per layer type.
-void read_gemma3(io::HfConfig& c, HfLlamaConfig& config) {
-  config.norm_plus_one(true)
-      .scale_embeddings(true)
-      .gelu_gate(true)
-      .sandwich_norms(true)
-      .qk_norm(true)
-      .query_pre_attn_scalar(c.get_double("query_pre_attn_scalar", 256.0))
-      .final_logit_softcapping(c.get_double("final_logit_softcapping", 0.0))
-      .tie_word_embeddings(c.get_bool("tie_word_embeddings", true));
-  BB_CHECK_INPUT(config.query_pre_attn_scalar() > 0 && config.final_logit_softcapping() >= 0,
-                 c.origin(),
-                 ": query_pre_attn_scalar must be positive and "
-                 "final_logit_softcapping positive or null, got ",
-                 config.query_pre_attn_scalar(), " and ", config.final_logit_softcapping());
-  c.require("hidden_activation", "gelu_pytorch_tanh");
-  c.require("attn_logit_softcapping", nullptr);
-  c.require("use_bidirectional_attention", false);
-  c.ignore({"cache_implementation", "_sliding_window_pattern"});
-  const int64_t layers = config.num_hidden_layers();
-  const int64_t pattern = c.get_int("sliding_window_pattern", 6);
-  const nlohmann::json layer_types = c.get_json("layer_types");
-  std::vector<bool> sliding(size_t(layers), false);
-  if (layer_types.is_null()) {
-    BB_CHECK_INPUT(pattern > 0, c.origin(), ": sliding_window_pattern must be positive, got ",
-                   pattern);
-    for (int64_t i = 0; i < layers; ++i)
-      sliding[size_t(i)] = (i + 1) % pattern != 0;
-  } else {
-    sliding = sliding_layer_types(layer_types, layers, /*sliding_allowed=*/true, "", c.origin());
-  }
-  config.sliding_window(positive_window(c.get_json("sliding_window"), c.origin()))
-      .sliding_layers(sliding);
-  // RoPE: rope_parameters per layer type (transformers 5), or rope_theta with rope_scaling for
-  // the full layers and rope_local_base_freq for the sliding ones.
+/// RoPE of every layer: rope_parameters (transformers 5), or rope_theta with rope_scaling.
+void read_shared_rope(io::HfConfig& c, HfLlamaConfig& config) {
+  config.rope_theta(c.get_double("rope_theta", config.rope_theta()));
+  read_rope(c.get_json("rope_scaling"), c.origin() + ": rope_scaling", config);
+  read_rope(c.get_json("rope_parameters"), c.origin() + ": rope_parameters", config);
+}
+
+/// Gemma 3's RoPE: rope_parameters per layer type (transformers 5), or rope_theta with
+/// rope_scaling for the full layers and rope_local_base_freq for the sliding ones.
+void read_gemma3_rope(io::HfConfig& c, HfLlamaConfig& config) {
   config.rope_theta(c.get_double("rope_theta", 1000000.0));
   HfLlamaConfig local;
   local.rope_theta(c.get_double("rope_local_base_freq", 10000.0));
@@ -173,6 +147,54 @@ void read_gemma3(io::HfConfig& c, HfLlamaConfig& config) {
                  ": the sliding layers' RoPE must be of type \"default\" (bigbatch scales only "
                  "the full layers')");
   config.sliding_rope_theta(local.rope_theta());
+}
+
+/// Gemma 2 and 3 (`gemma3`): their layer, and their layer types: layer_types, or in configs
+/// without it every sliding_window_pattern-th layer full and the others sliding (Gemma 2: every
+/// second).
+void read_gemma(io::HfConfig& c, HfLlamaConfig& config, bool gemma3) {
+  config.norm_plus_one(true)
+      .scale_embeddings(true)
+      .gelu_gate(true)
+      .sandwich_norms(true)
+      .qk_norm(gemma3)
+      .query_pre_attn_scalar(c.get_double("query_pre_attn_scalar", 256.0))
+      .final_logit_softcapping(c.get_double("final_logit_softcapping", 0.0))
+      .tie_word_embeddings(c.get_bool("tie_word_embeddings", true));
+  // transformers' Gemma 3 attention does not apply attn_logit_softcapping; its configs say null.
+  if (gemma3)
+    c.require("attn_logit_softcapping", nullptr);
+  else
+    config.attn_logit_softcapping(c.get_double("attn_logit_softcapping", 0.0));
+  BB_CHECK_INPUT(config.query_pre_attn_scalar() > 0 && config.final_logit_softcapping() >= 0 &&
+                     config.attn_logit_softcapping() >= 0,
+                 c.origin(),
+                 ": query_pre_attn_scalar must be positive, final_logit_softcapping and "
+                 "attn_logit_softcapping positive or null, got ",
+                 config.query_pre_attn_scalar(), ", ", config.final_logit_softcapping(), " and ",
+                 config.attn_logit_softcapping());
+  c.require("hidden_activation", "gelu_pytorch_tanh");
+  c.require("hidden_act", "gelu_pytorch_tanh");  // Gemma 2's configs carry both
+  c.require("use_bidirectional_attention", false);
+  c.ignore({"cache_implementation", "_sliding_window_pattern"});
+  const int64_t layers = config.num_hidden_layers();
+  const int64_t pattern = gemma3 ? c.get_int("sliding_window_pattern", 6) : 2;
+  const nlohmann::json layer_types = c.get_json("layer_types");
+  std::vector<bool> sliding(size_t(layers), false);
+  if (layer_types.is_null()) {
+    BB_CHECK_INPUT(pattern > 0, c.origin(), ": sliding_window_pattern must be positive, got ",
+                   pattern);
+    for (int64_t i = 0; i < layers; ++i)
+      sliding[size_t(i)] = (i + 1) % pattern != 0;
+  } else {
+    sliding = sliding_layer_types(layer_types, layers, /*sliding_allowed=*/true, "", c.origin());
+  }
+  config.sliding_window(positive_window(c.get_json("sliding_window"), c.origin()))
+      .sliding_layers(sliding);
+  if (gemma3)
+    read_gemma3_rope(c, config);
+  else
+    read_shared_rope(c, config);
 }
 
 nn::AdaptedLinear linear(int64_t in, int64_t out, bool bias) {
@@ -210,7 +232,7 @@ int64_t HfLlamaConfig::attention_window(int64_t layer) const {
 
 HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
   HfLlamaConfig config;
-  config.model_type(c.model_type({"llama", "mistral", "qwen2", "qwen3", "gemma3_text"}));
+  config.model_type(c.model_type({"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text"}));
   const std::string& type = config.model_type();
   config.vocab_size(c.get_int("vocab_size"))
       .hidden_size(c.get_int("hidden_size"))
@@ -232,8 +254,8 @@ HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
     const bool bias = c.get_bool("attention_bias", false);
     config.qkv_bias(bias).o_bias(bias).qk_norm(type == "qwen3");
   }
-  if (type == "gemma3_text") {
-    read_gemma3(c, config);
+  if (type == "gemma2" || type == "gemma3_text") {
+    read_gemma(c, config, /*gemma3=*/type == "gemma3_text");
   } else {
     if (type == "qwen2" || type == "qwen3")
       read_qwen_windows(c, config);
@@ -243,9 +265,7 @@ HfLlamaConfig read_hf_llama_config(io::HfConfig& c) {
       c.require("sliding_window", nullptr);
     c.require("hidden_act", "silu");
     c.require("pretraining_tp", 1);
-    config.rope_theta(c.get_double("rope_theta", config.rope_theta()));
-    read_rope(c.get_json("rope_scaling"), c.origin() + ": rope_scaling", config);
-    read_rope(c.get_json("rope_parameters"), c.origin() + ": rope_parameters", config);
+    read_shared_rope(c, config);
   }
   c.ignore_metadata();
   c.ignore({"initializer_range"});
@@ -356,9 +376,9 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   }
   nn::AttentionMask windowed = mask;
   windowed.window = window_;
-  const torch::Tensor y =
-      nn::scaled_dot_product_attention(q, k, v, windowed, config_.attention_dropout(),
-                                       is_training());  // (B, H, T, D)
+  const torch::Tensor y = nn::scaled_dot_product_attention(
+      q, k, v, windowed, config_.attention_dropout(), is_training(),
+      config_.attn_logit_softcapping());  // (B, H, T, D)
   return o_proj->forward(y.transpose(1, 2).reshape({batch, time, heads * d}));
 }
 

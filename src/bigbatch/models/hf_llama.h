@@ -1,7 +1,7 @@
 // The Llama family as Hugging Face's transformers defines it (LlamaForCausalLM; Mistral, Qwen2
 // with its q/k/v biases, Qwen3 with its query and key norms, each with or without a sliding
-// window; Gemma 3's text model with its variations on the layer), with the checkpoint's own
-// names.
+// window; Gemma 2 and Gemma 3's text model with their variations on the layer), with the
+// checkpoint's own names.
 #pragma once
 
 #include <torch/torch.h>
@@ -27,7 +27,8 @@ enum class RopeScaling {
 
 /// The fields of a Llama-family config.json that bigbatch implements (docs/PRETRAINED.md).
 struct HfLlamaConfig {
-  TORCH_ARG(std::string, model_type) = "llama";  ///< llama, mistral, qwen2, qwen3, gemma3_text
+  /// llama, mistral, qwen2, qwen3, gemma2 or gemma3_text
+  TORCH_ARG(std::string, model_type) = "llama";
   TORCH_ARG(int64_t, vocab_size) = 32000;
   TORCH_ARG(int64_t, hidden_size) = 4096;
   TORCH_ARG(int64_t, intermediate_size) = 11008;
@@ -59,7 +60,7 @@ struct HfLlamaConfig {
   /// take the RoPE of the others.
   TORCH_ARG(double, sliding_rope_theta) = 0.0;
 
-  // Gemma 3's variations on the layer.
+  // Gemma 2's and 3's variations on the layer.
   /// Every RMSNorm scales by 1 + weight, in float32 (its weights start at 0).
   TORCH_ARG(bool, norm_plus_one) = false;
   /// The embeddings times sqrt(hidden_size), the factor rounded to the embeddings' dtype.
@@ -73,6 +74,8 @@ struct HfLlamaConfig {
   TORCH_ARG(double, query_pre_attn_scalar) = 0.0;
   /// logits = cap * tanh(logits / cap); 0: none.
   TORCH_ARG(double, final_logit_softcapping) = 0.0;
+  /// Attention scores soft-capped alike before the mask (Gemma 2); 0: none.
+  TORCH_ARG(double, attn_logit_softcapping) = 0.0;
 
  public:  // TORCH_ARG leaves the section private
   /// Whether layer `layer`'s attention slides.
@@ -81,10 +84,10 @@ struct HfLlamaConfig {
   int64_t attention_window(int64_t layer) const;
 };
 
-/// Reads a config of model_type llama, mistral, qwen2, qwen3 or gemma3_text. Refuses, naming
-/// them, what bigbatch does not implement (an activation other than silu, or gelu_pytorch_tanh for
-/// Gemma 3; RoPE types other than default, linear and llama3; partial rotary embeddings;
-/// pretraining_tp > 1; attention logit soft-capping; bidirectional attention) and unknown fields.
+/// Reads a config of model_type llama, mistral, qwen2, qwen3, gemma2 or gemma3_text. Refuses,
+/// naming them, what bigbatch does not implement (an activation other than silu, or
+/// gelu_pytorch_tanh for Gemma; RoPE types other than default, linear and llama3; partial rotary
+/// embeddings; pretraining_tp > 1; bidirectional attention) and unknown fields.
 HfLlamaConfig read_hf_llama_config(io::HfConfig& config);
 
 /// RMSNorm as LlamaRMSNorm computes it: in float32, x * rsqrt(mean(x^2) + eps), cast back to the
@@ -168,7 +171,8 @@ TORCH_MODULE(HfLlamaLayer);
 
 /// LlamaForCausalLM: `model` (`embed_tokens`, `layers.N`, `norm`) and, unless the embeddings are
 /// tied, `lm_head`. Parameter names are the checkpoint's (model.layers.0.self_attn.q_proj.weight).
-/// Gemma3ForCausalLM too: scaled embeddings, and the logits soft-capped where its config says.
+/// Gemma2ForCausalLM and Gemma3ForCausalLM too: scaled embeddings, and the logits soft-capped
+/// where the config says.
 class HfLlamaImpl : public torch::nn::Module {
  public:
   explicit HfLlamaImpl(const HfLlamaConfig& config);

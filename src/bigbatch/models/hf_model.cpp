@@ -10,12 +10,13 @@
 namespace bigbatch::models {
 
 std::string hf_model_types() {
-  return "gpt2, llama, mistral, qwen2, qwen3, gemma3_text, bert";
+  return "gpt2, llama, mistral, qwen2, qwen3, gemma2, gemma3_text, bert";
 }
 
 std::string read_hf_model_type(const std::string& directory) {
   io::HfConfig config = io::HfConfig::read(directory);
-  return config.model_type({"gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma3_text", "bert"});
+  return config.model_type(
+      {"gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "bert"});
 }
 
 int64_t read_hf_max_positions(const std::string& directory) {

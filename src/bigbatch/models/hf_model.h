@@ -25,7 +25,7 @@ enum class HfTask {
 };
 
 /// The model_type values bigbatch implements, for messages: "gpt2, llama, mistral, qwen2, qwen3,
-/// gemma3_text, bert".
+/// gemma2, gemma3_text, bert".
 std::string hf_model_types();
 
 /// The model_type of `directory`/config.json; throws InputError naming the file, or the value

@@ -34,6 +34,12 @@ torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int6
   if (mask.padding.defined()) {
     const torch::Tensor padding = mask.padding.view({mask.padding.size(0), 1, 1, keys});
     blocked = blocked.defined() ? blocked.logical_or(padding) : padding;  // (B, 1, T or 1, S)
+    // A padded query whose window holds only padding would have no key left (NaN, which its
+    // value would carry into every query's product): it attends to itself.
+    if (window_cuts(mask, queries))
+      blocked = blocked.logical_and(
+          torch::eye(queries, keys, torch::TensorOptions().dtype(torch::kBool).device(device))
+              .logical_not());
   }
   return blocked;
 }
@@ -108,8 +114,8 @@ bool on_bf16_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch
 
 torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const AttentionMask& attention_mask,
-                                  double dropout, bool training) {
-  if (on_bf16_kernels(q, k, v, attention_mask, dropout, training)) {
+                                  double dropout, bool training, double softcap) {
+  if (softcap == 0.0 && on_bf16_kernels(q, k, v, attention_mask, dropout, training)) {
     const torch::Tensor padding =
         attention_mask.padding.defined()
             ? attention_mask.padding.to(torch::kBool)
@@ -132,9 +138,16 @@ torch::Tensor composite_attention(const torch::Tensor& q, const torch::Tensor& k
   const torch::Tensor v3 = v.reshape({batch * kv_heads, keys, head_dim});  // (B*KV, S, D)
   const torch::Tensor mask =
       additive_attention_mask(attention_mask, batch, kv_heads, queries, keys, q.options(), groups);
-  const torch::Tensor scores = nn::baddbmm(mask, q3, k3.transpose(1, 2),
-                                           1.0 / std::sqrt(double(head_dim)));  // (B*KV, G*T, S)
-  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);                     // (B*KV, G*T, S)
+  const double scale = 1.0 / std::sqrt(double(head_dim));
+  torch::Tensor scores;  // (B*KV, G*T, S)
+  if (softcap > 0.0) {   // capped before the mask: transformers' eager Gemma 2 attention
+    const torch::Tensor raw = nn::baddbmm(torch::zeros({1, 1, 1}, q.options()).expand(mask.sizes()),
+                                          q3, k3.transpose(1, 2), scale);
+    scores = torch::tanh(raw / softcap) * softcap + mask;
+  } else {
+    scores = nn::baddbmm(mask, q3, k3.transpose(1, 2), scale);
+  }
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);  // (B*KV, G*T, S)
   if (dropout > 0.0)
     probs = torch::dropout(probs, dropout, training);
   return nn::matmul(probs, v3).view({batch, heads, queries, head_dim});  // (B, H, T, D)
@@ -228,7 +241,7 @@ AttentionKernel resolve_attention_kernel(AttentionKernel kernel, const Attention
 
 torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, const AttentionMask& mask,
-                                           double dropout, bool training) {
+                                           double dropout, bool training, double softcap) {
   BB_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
            "scaled_dot_product_attention expects (B, H, T, D) queries, keys and values, got ",
            q.sizes(), ", ", k.sizes(), ", ", v.sizes());
@@ -237,10 +250,12 @@ torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::
            q.size(1), " query heads, got ", k.size(1), " and ", v.size(1));
   BB_CHECK(!mask.causal || q.size(2) == k.size(2),
            "a causal mask needs as many queries as keys, got ", q.size(2), " and ", k.size(2));
+  BB_CHECK(softcap >= 0.0, "the attention's softcap must be >= 0 (0: none), got ", softcap);
   const AttentionSite site{q.device().is_cpu(), cpu_autocast_to_bf16(), k.size(2)};
-  if (resolve_attention_kernel(attention_kernel(), site) == AttentionKernel::kFused)
+  if (softcap == 0.0 &&
+      resolve_attention_kernel(attention_kernel(), site) == AttentionKernel::kFused)
     return fused_attention(q, k, v, mask, dropout, training);
-  return composite_attention(q, k, v, mask, dropout, training);
+  return composite_attention(q, k, v, mask, dropout, training, softcap);
 }
 
 }  // namespace bigbatch::nn

@@ -16,7 +16,8 @@ struct AttentionMask {
   /// (B, S) bool, true at keys that no query attends to (padding); undefined: none.
   torch::Tensor padding;
   /// With `causal`, a sliding window: query t attends to keys t - window + 1 .. t only
-  /// (transformers' sliding_window). 0: no window.
+  /// (transformers' sliding_window). 0: no window. With padding too, a query whose window holds
+  /// only padding attends to itself, so that it has a key (its output is padding's own).
   int64_t window = 0;
 };
 
@@ -74,10 +75,12 @@ torch::Tensor additive_attention_mask(const AttentionMask& mask, int64_t batch, 
 /// its output is NaN (composite) or undefined (fused). With fewer key and value heads KV than
 /// query heads H (grouped-query attention), query head h uses key head h / (H / KV), as
 /// transformers' repeat_kv; the composite kernel does so without copying keys and values per
-/// query head.
+/// query head. With `softcap` > 0 the scores are soft-capped before the mask, softcap *
+/// tanh(scores / softcap) (Gemma 2's attn_logit_softcapping), on the composite kernel whatever
+/// attention_kernel() says: the fused one has no such step.
 /// q (B, H, T, D), k (B, KV, S, D), v (B, KV, S, D), KV dividing H -> (B, H, T, D)
 torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, const AttentionMask& mask,
-                                           double dropout, bool training);
+                                           double dropout, bool training, double softcap = 0.0);
 
 }  // namespace bigbatch::nn

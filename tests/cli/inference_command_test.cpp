@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "bigbatch/cli/predict_command.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/data/fortune_collections.h"
 #include "bigbatch/data/idx.h"
 #include "bigbatch/io/safetensors.h"
@@ -173,6 +174,33 @@ TEST_F(InferenceCommands, GenerateInBf16LoadsLinearWeightsNarrowAndRunsUnderAuto
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.output.find("--precision"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("bf61"), std::string::npos) << refused.output;
+}
+
+TEST_F(InferenceCommands, DeviceChoosesWhereGenerateAndPredictRunAndABadOneIsNamed) {
+  const std::string llama = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/tiny-llama";
+  const std::string bert = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/tiny-bert";
+  const std::string texts = dir_.write("texts.txt", "a short text\n%\nanother one\n").string();
+  const std::string generate = "generate " + llama + " --prompt the --max-new-bytes 6 --top-k 1";
+  const std::string predict = "predict " + bert + " --input " + texts + " --top 2";
+  // The CPU is the default; naming it, or auto where there is no GPU, changes nothing.
+  const Result on_cpu = run(generate + " --device cpu");
+  ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.output;
+  EXPECT_EQ(run(generate).output, on_cpu.output);
+  EXPECT_EQ(run(predict + " --device cpu").output, run(predict).output);
+  if (cuda_availability().device_count == 0) {
+    EXPECT_EQ(run(generate + " --device auto").output, on_cpu.output);
+    for (const std::string& command : {generate, predict}) {
+      const Result refused = run(command + " --device cuda");
+      EXPECT_EQ(refused.exit_code, 2) << refused.output;
+      EXPECT_NE(refused.output.find("--device = \"cuda\": "), std::string::npos) << refused.output;
+    }
+  }
+  const Result typo = run(generate + " --device gpu");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.output.find("--device = \"gpu\" is not a device; expected \"auto\", \"cpu\", "
+                             "\"cuda\" or \"cuda:N\""),
+            std::string::npos)
+      << typo.output;
 }
 
 TEST_F(InferenceCommands, PredictClassifiesIdxImagesRawAndGzipped) {

@@ -198,7 +198,11 @@ Subcommand add_export(CLI::App& app) {
 /// The help of generate's and predict's --precision.
 const char* const kInferencePrecisionHelp =
     "fp32, or bf16: products in bfloat16 (autocast) and a Hugging Face model's linear weights "
-    "loaded in bfloat16 (half the memory)";
+    "loaded in bfloat16 (half the memory); fp16 (autocast) on a GPU";
+/// The help of generate's and predict's --device.
+const char* const kInferenceDeviceHelp =
+    "where the model computes: cpu, cuda (cuda:0), cuda:N, or auto (the first GPU where there is "
+    "one, else the CPU)";
 /// The help of generate's and predict's --base.
 const char* const kAdapterBaseHelp =
     "a PEFT adapter's base model directory (default: its adapter_config.json's "
@@ -230,6 +234,7 @@ Subcommand add_generate(CLI::App& app) {
       ->capture_default_str();
   generate->add_option("--precision", options->precision, kInferencePrecisionHelp)
       ->capture_default_str();
+  generate->add_option("--device", options->device, kInferenceDeviceHelp)->capture_default_str();
   generate->add_flag("--no-kv-cache", options->no_kv_cache,
                      "Hugging Face models: a forward of the whole window for every token instead "
                      "of keeping keys and values (the same text, slower; for checks and timing)");
@@ -257,6 +262,7 @@ Subcommand add_predict(CLI::App& app) {
       ->capture_default_str();
   predict->add_option("--precision", options->precision, kInferencePrecisionHelp)
       ->capture_default_str();
+  predict->add_option("--device", options->device, kInferenceDeviceHelp)->capture_default_str();
   return {predict, [options](std::ostream& out) { return run_predict(*options, out); }};
 }
 

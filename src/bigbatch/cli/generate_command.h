@@ -20,9 +20,11 @@ struct GenerateOptions {
   double temperature = models::SampleOptions().temperature();  ///< > 0; smaller is greedier
   int64_t top_k = models::SampleOptions().top_k();  ///< draw among the k likeliest; <= 0 = all
   uint64_t seed = models::SampleOptions().seed();   ///< the same seed gives the same text
-  /// "fp32", or "bf16": forward passes under CPU bf16 autocast, and a Hugging Face model's linear
-  /// weights stored in bfloat16 from loading on (nn::LinearStorageScope).
+  /// "fp32", or "bf16": forward passes under bf16 autocast, and a Hugging Face model's linear
+  /// weights stored in bfloat16 from loading on (nn::LinearStorageScope); "fp16" on a GPU.
   std::string precision = "fp32";
+  /// Where the model computes: "cpu", "cuda", "cuda:N" or "auto" (bigbatch::parse_device).
+  std::string device = "cpu";
   /// A Hugging Face model recomputes the whole window for every token instead of keeping the
   /// keys and values of the tokens before (models::KvCache): the same text, slower.
   bool no_kv_cache = false;

@@ -4,23 +4,25 @@
 #include <optional>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/device.h"
 #include "bigbatch/models/peft_adapter.h"
 #include "bigbatch/nn/lora.h"
 #include "bigbatch/nn/lora_merge.h"
 
 namespace bigbatch::cli {
 
-nn::Precision check_inference_options(const std::string& path, const std::string& base,
-                                      const std::string& precision) {
-  const nn::Precision parsed = nn::parse_precision(precision, "--precision");
-  nn::check_precision_supported(parsed, torch::kCPU, "--precision");
-  if (!base.empty()) {
-    BB_CHECK_INPUT(std::filesystem::is_directory(path), "--base is for a PEFT adapter directory; ",
-                   path, " is not a directory");
-    BB_CHECK_INPUT(models::is_peft_adapter(path), "--base is for a PEFT adapter directory; ", path,
-                   " holds a whole model (config.json)");
+InferenceSettings check_inference_options(const InferenceFlags& flags) {
+  InferenceSettings settings;
+  settings.device = parse_device(flags.device, cuda_availability(), "--device");
+  settings.precision = nn::parse_precision(flags.precision, "--precision");
+  nn::check_precision_supported(settings.precision, settings.device.type(), "--precision");
+  if (!flags.base.empty()) {
+    BB_CHECK_INPUT(std::filesystem::is_directory(flags.path),
+                   "--base is for a PEFT adapter directory; ", flags.path, " is not a directory");
+    BB_CHECK_INPUT(models::is_peft_adapter(flags.path), "--base is for a PEFT adapter directory; ",
+                   flags.path, " holds a whole model (config.json)");
   }
-  return parsed;
+  return settings;
 }
 
 InferenceModel load_inference_model(const InferenceModelOptions& options) {
@@ -37,6 +39,8 @@ InferenceModel load_inference_model(const InferenceModelOptions& options) {
   }
   if (adapter)
     nn::merge_lora(*loaded.model.module());  // plain weights: no adapter products per token
+  loaded.model.module()->to(options.device);
+  loaded.model.module()->eval();
   const bool own_tokenizer = std::filesystem::exists(options.path + "/tokenizer.json") ||
                              std::filesystem::exists(options.path + "/tokenizer.model");
   loaded.tokenizer =

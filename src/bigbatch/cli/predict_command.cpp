@@ -85,18 +85,19 @@ std::unique_ptr<data::Dataset> classifier_inputs(const models::ModelSpec& spec,
 namespace {
 
 /// Prints one line per input of `inputs`: its index and the `top` likeliest classes with their
-/// probabilities. `forward` maps a batch's inputs to logits (B, classes).
+/// probabilities. `forward` maps a batch's inputs, moved to `device`, to logits (B, classes).
 void print_predictions(const data::Dataset& inputs,
                        const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                       const std::vector<std::string>& class_names, int64_t top,
+                       const std::vector<std::string>& class_names, int64_t top, c10::Device device,
                        std::ostream& out) {
   torch::NoGradGuard no_grad;
   for (int64_t start = 0; start < inputs.size(); start += kChunk) {
     std::vector<int64_t> indices(static_cast<size_t>(std::min(kChunk, inputs.size() - start)));
     std::iota(indices.begin(), indices.end(), start);
-    const torch::Tensor probs = torch::softmax(
-        forward(inputs.get(indices).inputs).to(torch::kFloat64), /*dim=*/-1);  // (B, K)
-    const auto [values, classes] = torch::topk(probs, top);                    // (B, top)
+    const torch::Tensor logits = forward(inputs.get(indices).inputs.to(device));  // (B, K)
+    const torch::Tensor probs =
+        torch::softmax(logits.to(torch::kCPU, torch::kFloat64), /*dim=*/-1);  // (B, K)
+    const auto [values, classes] = torch::topk(probs, top);                   // (B, top)
     for (int64_t b = 0; b < values.size(0); ++b) {
       out << start + b;
       for (int64_t k = 0; k < top; ++k) {
@@ -123,9 +124,11 @@ std::vector<std::string> hf_class_names(const std::string& directory, int64_t cl
 }
 
 /// A classifier of a Hugging Face model directory (or a PEFT adapter on one), with its tokenizer.
-int predict_hf(const PredictOptions& options, nn::Precision precision, std::ostream& out) {
+int predict_hf(const PredictOptions& options, const InferenceSettings& settings,
+               std::ostream& out) {
   const InferenceModel loaded = load_inference_model(
-      InferenceModelOptions{options.model_path, options.base, precision == nn::Precision::kBf16});
+      InferenceModelOptions{options.model_path, options.base,
+                            settings.precision == nn::Precision::kBf16, settings.device});
   const models::HfModel& model = loaded.model;
   BB_CHECK_INPUT(model.task == models::HfTask::kClassification,
                  "bigbatch predict needs a classifier; ", options.model_path, " holds a ",
@@ -143,21 +146,20 @@ int predict_hf(const PredictOptions& options, nn::Precision precision, std::ostr
   const data::TokenClassificationDataset inputs(
       std::move(sequences), labels, names,
       data::TokenDatasetOptions(context).pad_id(pad).name(options.input_path));
-  model.module()->eval();
-  const nn::AutocastGuard autocast(precision, torch::kCPU);
+  const nn::AutocastGuard autocast(settings.precision, settings.device.type());
   print_predictions(
       inputs, [&model, pad](const torch::Tensor& x) { return model.forward(x, x.ne(pad)); }, names,
-      options.top, out);
+      options.top, settings.device, out);
   return 0;
 }
 
 }  // namespace
 
 int run_predict(const PredictOptions& options, std::ostream& out) {
-  const nn::Precision precision =
-      check_inference_options(options.model_path, options.base, options.precision);
+  const InferenceSettings settings = check_inference_options(
+      {options.model_path, options.base, options.precision, options.device});
   if (std::filesystem::is_directory(options.model_path))
-    return predict_hf(options, precision, out);
+    return predict_hf(options, settings, out);
   models::ExportedModel exported = models::load_exported(options.model_path);
   const models::ModelSpec& spec = exported.spec;
   BB_CHECK_INPUT(spec.classes() > 0, "bigbatch predict needs a classifier (resnet or bert); ",
@@ -166,14 +168,15 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
   BB_CHECK_INPUT(options.top >= 1 && options.top <= spec.classes(), "--top must be in [1, ",
                  spec.classes(), "] (the model's classes), got ", options.top);
   const std::unique_ptr<data::Dataset> inputs = classifier_inputs(spec, options.input_path);
-  const nn::AutocastGuard autocast(precision, torch::kCPU);
+  exported.model.module->to(settings.device);
+  const nn::AutocastGuard autocast(settings.precision, settings.device.type());
   print_predictions(
       *inputs,
       [&exported, &spec](const torch::Tensor& x) {
         // (B, C, H, W) float32 or (B, T) int64
         return exported.model.forward(x.is_floating_point() ? x.to(spec.dtype()) : x);
       },
-      spec.class_names, options.top, out);
+      spec.class_names, options.top, settings.device, out);
   return 0;
 }
 

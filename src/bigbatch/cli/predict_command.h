@@ -19,9 +19,11 @@ struct PredictOptions {
   std::string base;        ///< an adapter's base model directory ("": its adapter_config.json's)
   std::string input_path;  ///< IDX images (resnet) or a text file (bert)
   int64_t top = 1;         ///< classes printed per input, likeliest first
-  /// "fp32", or "bf16": forward passes under CPU bf16 autocast, and a Hugging Face model's linear
-  /// weights stored in bfloat16 from loading on (nn::LinearStorageScope).
+  /// "fp32", or "bf16": forward passes under bf16 autocast, and a Hugging Face model's linear
+  /// weights stored in bfloat16 from loading on (nn::LinearStorageScope); "fp16" on a GPU.
   std::string precision = "fp32";
+  /// Where the model computes: "cpu", "cuda", "cuda:N" or "auto" (bigbatch::parse_device).
+  std::string device = "cpu";
 };
 
 /// The inputs of `path` for the classifier of `spec`, preprocessed as in training: for a resnet an

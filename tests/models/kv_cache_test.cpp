@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bigbatch/core/check.h"
@@ -137,6 +138,26 @@ TEST(KvCache, MoreThanOneTokenAfterCachedOnesOrPastThePositionsIsRefused) {
                          std::to_string(positions)),
             std::string::npos)
       << message;
+}
+
+TEST(KvCache, ASlidingLayerHoldsOnlyTheKeysTheNextTokenSees) {
+  // tiny-qwen3: layer 0 full, layer 1 sliding over 8 keys; tiny-mistral: both sliding.
+  for (const auto& [name, full_layers] : std::vector<std::pair<std::string, std::vector<bool>>>{
+           {"tiny-qwen3", {true, false}}, {"tiny-mistral", {false, false}}}) {
+    const HfModel model = load_hf_model(hf_dir(name));
+    model.module()->eval();
+    torch::NoGradGuard no_grad;
+    const CausalLm lm = model.causal_lm();
+    const torch::Tensor ids = random_ids(1, 15, model.outputs());  // (1, 15)
+    KvCache cache;
+    lm.forward_cached(ids.slice(1, 0, 5), cache);
+    EXPECT_EQ(cache.held(1), 5) << name;  // fewer than the window: all of them
+    for (int64_t t = 5; t < 15; ++t)
+      lm.forward_cached(ids.slice(1, t, t + 1), cache);
+    EXPECT_EQ(cache.length(), 15) << name;
+    for (size_t layer = 0; layer < 2; ++layer)
+      EXPECT_EQ(cache.held(layer), full_layers[layer] ? 15 : 7) << name << " layer " << layer;
+  }
 }
 
 TEST(KvCache, AClassifierHasNoCausalLm) {

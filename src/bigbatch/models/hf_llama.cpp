@@ -367,12 +367,10 @@ torch::Tensor HfLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
       nn::rotary_embedding(projected[1], cos, sin, kv_heads, rounded);              // (B, KV, T, D)
   torch::Tensor v = projected[2].view({batch, time, kv_heads, d}).transpose(1, 2);  // (B, KV, T, D)
   if (cache.cache != nullptr) {
-    std::tie(k, v) = cache.cache->extend(cache.layer, k, v);  // (B, KV, S, D) each
-    // After cached tokens the one query (KvCache::check_next) sees the window's last keys.
-    if (window_ > 0 && !mask.causal && k.size(2) > window_) {
-      k = k.narrow(2, k.size(2) - window_, window_);  // (B, KV, window, D)
-      v = v.narrow(2, v.size(2) - window_, window_);  // (B, KV, window, D)
-    }
+    // A sliding layer holds only the window - 1 keys the next token sees besides its own, so
+    // after cached tokens the one query (KvCache::check_next) gets the window's keys and no more.
+    std::tie(k, v) = cache.cache->extend(cache.layer, k, v,
+                                         window_ > 0 ? window_ - 1 : -1);  // (B, KV, S, D) each
   }
   nn::AttentionMask windowed = mask;
   windowed.window = window_;

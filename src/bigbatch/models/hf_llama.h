@@ -121,8 +121,8 @@ class HfLlamaAttentionImpl : public torch::nn::Module {
   HfLlamaAttentionImpl(const HfLlamaConfig& config, int64_t layer);
   /// x (B, T, hidden), cos and sin (T, head_dim), the mask over the keys (its window is the
   /// layer's) -> (B, T, hidden). With a `cache` slot the T tokens' keys and values join those it
-  /// holds, and the queries attend to all of them, or to the last sliding_window on a sliding
-  /// layer.
+  /// holds, and the queries attend to all of them; a sliding layer's slot holds only the last
+  /// sliding_window - 1.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const nn::AttentionMask& mask, KvCacheSlot cache = {});
   nn::AdaptedLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};

@@ -1,23 +1,39 @@
 #include "bigbatch/models/kv_cache.h"
 
+#include <algorithm>
+
 #include "bigbatch/core/check.h"
 
 namespace bigbatch::models {
 
 std::pair<torch::Tensor, torch::Tensor> KvCache::extend(size_t layer, const torch::Tensor& keys,
-                                                        const torch::Tensor& values) {
+                                                        const torch::Tensor& values, int64_t keep) {
   if (layer >= keys_.size()) {
     keys_.resize(layer + 1);
     values_.resize(layer + 1);
   }
   torch::Tensor& held_keys = keys_[layer];
   torch::Tensor& held_values = values_[layer];
-  BB_CHECK(!held_keys.defined() || held_keys.size(2) == length_, "KvCache layer ", layer, " holds ",
-           held_keys.size(2), " tokens, expected ", length_);
-  held_keys = held_keys.defined() ? torch::cat({held_keys, keys}, /*dim=*/2) : keys.contiguous();
-  held_values =
+  const int64_t expected = keep >= 0 ? std::min(length_, keep) : length_;
+  BB_CHECK(held(layer) == expected, "KvCache layer ", layer, " holds ", held(layer),
+           " tokens, expected ", expected);
+  const torch::Tensor all_keys =
+      held_keys.defined() ? torch::cat({held_keys, keys}, /*dim=*/2) : keys.contiguous();
+  const torch::Tensor all_values =
       held_values.defined() ? torch::cat({held_values, values}, /*dim=*/2) : values.contiguous();
-  return {held_keys, held_values};  // (B, KV, length + T, D) each
+  const int64_t total = all_keys.size(2);
+  if (keep >= 0 && total > keep) {  // a copy, so that the dropped ones are freed
+    held_keys = all_keys.narrow(2, total - keep, keep).contiguous();
+    held_values = all_values.narrow(2, total - keep, keep).contiguous();
+  } else {
+    held_keys = all_keys;
+    held_values = all_values;
+  }
+  return {all_keys, all_values};  // (B, KV, held + T, D) each
+}
+
+int64_t KvCache::held(size_t layer) const {
+  return layer < keys_.size() && keys_[layer].defined() ? keys_[layer].size(2) : 0;
 }
 
 void KvCache::advance(int64_t tokens) {

@@ -18,9 +18,13 @@ class KvCache {
   /// Tokens held: the position of the next token fed.
   int64_t length() const { return length_; }
   /// Layer `layer`'s held keys and values followed by the new ones, keys and values
-  /// (B, KV, T, D) -> (B, KV, length() + T, D) each; keeps them for the next forward.
+  /// (B, KV, T, D) -> (B, KV, held + T, D) each; keeps them for the next forward, or with
+  /// `keep` >= 0 only their last `keep` (a sliding layer keeps those the next token sees: window
+  /// - 1). held is length() for a layer that keeps all, else min(length(), keep).
   std::pair<torch::Tensor, torch::Tensor> extend(size_t layer, const torch::Tensor& keys,
-                                                 const torch::Tensor& values);
+                                                 const torch::Tensor& values, int64_t keep = -1);
+  /// The keys layer `layer` holds (0 before its first extend).
+  int64_t held(size_t layer) const;
   /// Counts the `tokens` new tokens, once every layer has extended by them.
   void advance(int64_t tokens);
   /// Drops every key and value (frees their memory); length() is 0 again.
@@ -32,7 +36,7 @@ class KvCache {
                   const std::string& limit_field, int64_t limit) const;
 
  private:
-  std::vector<torch::Tensor> keys_, values_;  // per layer, (B, KV, length, D)
+  std::vector<torch::Tensor> keys_, values_;  // per layer, (B, KV, held, D)
   int64_t length_ = 0;
 };
 

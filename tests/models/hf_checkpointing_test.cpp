@@ -86,24 +86,23 @@ TEST(HfCheckpointing, Gpt2GradientsAndRandomStreamUnchanged) {
       "gpt2");
 }
 
-TEST(HfCheckpointing, LlamaGradientsUnchanged) {
-  HfLlama model = load_hf_llama(hf_dir("tiny-llama"));
+/// expect_checkpointing_exact of the Llama-family fixture `name`, next-token loss on its ids.
+void expect_llama_checkpointing_exact(const std::string& name) {
+  HfLlama model = load_hf_llama(hf_dir(name));
   expect_checkpointing_exact(
       {model.ptr(), [model](nn::CheckpointPolicy p) mutable { model->set_checkpointing(p); },
        [model](const torch::Tensor& ids) mutable {
          return next_token_loss(model->forward(ids), ids);
        }},
-      "llama");
+      name);
+}
+
+TEST(HfCheckpointing, LlamaGradientsUnchanged) {
+  expect_llama_checkpointing_exact("tiny-llama");
 }
 
 TEST(HfCheckpointing, Gemma3GradientsUnchanged) {
-  HfLlama model = load_hf_llama(hf_dir("tiny-gemma3"));
-  expect_checkpointing_exact(
-      {model.ptr(), [model](nn::CheckpointPolicy p) mutable { model->set_checkpointing(p); },
-       [model](const torch::Tensor& ids) mutable {
-         return next_token_loss(model->forward(ids), ids);
-       }},
-      "gemma3");
+  expect_llama_checkpointing_exact("tiny-gemma3");
 }
 
 TEST(HfCheckpointing, BertGradientsAndRandomStreamUnchanged) {

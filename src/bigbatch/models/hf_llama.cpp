@@ -479,10 +479,9 @@ torch::Tensor HfLlamaImpl::logits(const torch::Tensor& input_ids,
       attention_mask_of(attention_mask, input_ids, /*causal=*/true, config_.model_type(), past);
   x = run_layers(
       layers, checkpointing_, is_training(), x,
-      [all = layers, sliding = config_.sliding_layers(), cos = cos, sin = sin,
-       sliding_cos = sliding_cos, sliding_sin = sliding_sin, mask,
-       cache](size_t i, const torch::Tensor& in) {
-        const bool slides = i < sliding.size() && sliding[i];
+      [all = layers, config = config_, cos = cos, sin = sin, sliding_cos = sliding_cos,
+       sliding_sin = sliding_sin, mask, cache](size_t i, const torch::Tensor& in) {
+        const bool slides = config.is_sliding(int64_t(i));
         return all->ptr(i)->as<HfLlamaLayer>()->forward(in, slides ? sliding_cos : cos,
                                                         slides ? sliding_sin : sin, mask,
                                                         {cache, i});  // (B, T, C)

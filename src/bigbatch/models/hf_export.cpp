@@ -39,23 +39,17 @@ const char* const kPeftPrefix = "base_model.model.";
 
 /// The transformers class a model of `model_type` is exported as.
 std::string architecture_of(const std::string& model_type) {
-  if (model_type == "gpt2")
-    return "GPT2LMHeadModel";
-  if (model_type == "llama")
-    return "LlamaForCausalLM";
-  if (model_type == "mistral")
-    return "MistralForCausalLM";
-  if (model_type == "qwen2")
-    return "Qwen2ForCausalLM";
-  if (model_type == "qwen3")
-    return "Qwen3ForCausalLM";
-  if (model_type == "gemma2")
-    return "Gemma2ForCausalLM";
-  if (model_type == "gemma3_text")
-    return "Gemma3ForCausalLM";
-  BB_CHECK_INPUT(model_type == "bert", "cannot export a model of model_type \"", model_type,
-                 "\"; bigbatch exports ", hf_model_types());
-  return "BertForSequenceClassification";
+  static const std::pair<const char*, const char*> kClasses[] = {
+      {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
+      {"mistral", "MistralForCausalLM"},    {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"},        {"gemma2", "Gemma2ForCausalLM"},
+      {"gemma3_text", "Gemma3ForCausalLM"}, {"bert", "BertForSequenceClassification"}};
+  for (const auto& [type, architecture] : kClasses) {
+    if (model_type == type)
+      return architecture;
+  }
+  throw InputError(cat("cannot export a model of model_type \"", model_type,
+                       "\"; bigbatch exports ", hf_model_types()));
 }
 
 /// The module part of a tensor's name: "a.b.weight" -> "a.b" ("" for a top-level tensor).

@@ -61,6 +61,35 @@ TEST(HfTrainCommand, TheTinyBertClassifiesFoldersOfTextsWithAFreshHead) {
   EXPECT_EQ(evals.back()["samples"], 4);  // a tenth of the 48 texts, one from each class
 }
 
+TEST(HfTrainCommand, RobertaBasesTensorsTrainWithLoraAndAWholeFreshHead) {
+  testing::TempDir dir;
+  const char* words[] = {"apple pie", "rain cloud", "goal kick"};
+  for (int label = 0; label < 3; ++label) {
+    for (int i = 0; i < 10; ++i) {
+      dir.write("texts/class" + std::to_string(label) + "/" + std::to_string(i) + ".txt",
+                std::string(words[label]) + " number " + std::to_string(i));
+    }
+  }
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result r = run("train " + hf_settings("tiny-roberta-mlm") +
+                       "-s data.path=" + (dir.path() / "texts").string() +
+                       " -s data.min_per_class=5 -s adapter.kind=lora -s adapter.rank=4 "
+                       "-s train.steps=4 -s train.eval_every=2 --run-dir " +
+                       run_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("roberta: 2 layers, width 32, 4 heads, vocabulary 425, 3 "
+                                  "classes, context 24 tokens; fresh: classifier.dense.weight, "
+                                  "classifier.dense.bias, classifier.out_proj.weight, "
+                                  "classifier.out_proj.bias; unused: 7 tensors of the "
+                                  "checkpoint's other heads (lm_head.bias, ...)"));
+  EXPECT_THAT(r.output, HasSubstr("BPE, 425 tokens (tokenizer.json)"));
+  EXPECT_THAT(r.output, HasSubstr("on 4 layers (query, value); trained in full: classifier"));
+  const auto evals = records(run_dir, "eval");
+  ASSERT_EQ(evals.size(), 3u);
+  for (const auto& eval : evals)
+    EXPECT_TRUE(std::isfinite(eval["loss"].get<double>())) << eval.dump();
+}
+
 TEST(HfTrainCommand, LoraOnFrozenBf16WeightsWithCheckpointingResumesBitwise) {
   testing::TempDir dir;
   const std::string corpus = dir.write("corpus.txt", small_corpus()).string();

@@ -12,22 +12,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/hf_fixtures.h"
 #include "support/test_support.h"
 
 namespace bigbatch::models {
 namespace {
 
-std::string hf_dir(const std::string& name) {
-  return std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/" + name;
-}
-
-torch::Tensor rows(const nlohmann::json& value) {
-  std::vector<int64_t> flat;
-  for (const auto& row : value)
-    for (int64_t v : row.get<std::vector<int64_t>>())
-      flat.push_back(v);
-  return torch::tensor(flat, torch::kLong).view({int64_t(value.size()), -1});
-}
+using testing::hf_dir;
 
 struct Golden {
   nlohmann::json json;
@@ -37,9 +28,9 @@ struct Golden {
 Golden golden() {
   Golden g;
   g.json = nlohmann::json::parse(testing::read_file(hf_dir("tiny-bert-golden.json")));
-  g.ids = rows(g.json["input_ids"]);
-  g.mask = rows(g.json["attention_mask"]);
-  g.types = rows(g.json["token_type_ids"]);
+  g.ids = testing::int_rows(g.json["input_ids"]);
+  g.mask = testing::int_rows(g.json["attention_mask"]);
+  g.types = testing::int_rows(g.json["token_type_ids"]);
   return g;
 }
 
@@ -74,7 +65,7 @@ TEST(HfBert, AnEncoderWithoutClassifierGetsAFreshHeadOfTheDatasLabels) {
   const Golden g = golden();
   LoadedHfBert encoder = load_hf_bert(hf_dir("tiny-bert-encoder"), 5);
   EXPECT_EQ(encoder.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
-  EXPECT_EQ(encoder.model->classifier->weight.size(0), 5);
+  EXPECT_EQ(encoder.model->head_output->weight.size(0), 5);
   LoadedHfBert classifier = load_hf_bert(hf_dir("tiny-bert"));
   encoder.model->eval();
   classifier.model->eval();
@@ -88,8 +79,8 @@ TEST(HfBert, AClassifierForOtherClassesIsReplacedAndTheSameClassesKept) {
   EXPECT_TRUE(same.fresh.empty());
   LoadedHfBert other = load_hf_bert(hf_dir("tiny-bert"), 7);
   EXPECT_EQ(other.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
-  EXPECT_EQ(other.model->classifier->weight.sizes(), (std::vector<int64_t>{7, 32}));
-  EXPECT_TRUE(torch::equal(other.model->pooler_dense->weight, same.model->pooler_dense->weight));
+  EXPECT_EQ(other.model->head_output->weight.sizes(), (std::vector<int64_t>{7, 32}));
+  EXPECT_TRUE(torch::equal(other.model->head_dense->weight, same.model->head_dense->weight));
 }
 
 /// Logits of `model` and the gradients of every parameter for the sum of the logits times fixed

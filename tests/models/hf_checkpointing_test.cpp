@@ -11,13 +11,12 @@
 #include "bigbatch/models/hf_gpt2.h"
 #include "bigbatch/models/hf_llama.h"
 #include "nn/graph_size.h"
+#include "support/hf_fixtures.h"
 
 namespace bigbatch::models {
 namespace {
 
-std::string hf_dir(const std::string& name) {
-  return std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/" + name;
-}
+using testing::hf_dir;
 
 /// A model under test: its module, how to set its checkpointing, and its loss on a batch.
 struct Subject {

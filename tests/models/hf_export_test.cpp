@@ -241,7 +241,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Fixture{"tiny-gemma3", 0, {"q_proj", "v_proj", "gate_proj"}, {}},
                       Fixture{"tiny-gemma2", 0, {"k_proj", "o_proj", "down_proj"}, {}},
                       Fixture{"tiny-bert", 0, {"query", "value"}, {"classifier"}},
-                      Fixture{"tiny-bert-encoder", 4, {"query", "key"}, {"classifier"}}),
+                      Fixture{"tiny-bert-encoder", 4, {"query", "key"}, {"classifier"}},
+                      Fixture{"tiny-roberta", 0, {"query", "value"}, {"classifier"}},
+                      Fixture{"tiny-roberta-mlm", 4, {"value", "output.dense"}, {}}),
     [](const ::testing::TestParamInfo<Fixture>& param_info) {
       std::string name = param_info.param.name;
       for (char& c : name)

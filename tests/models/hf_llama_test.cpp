@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/hf_fixtures.h"
 #include "support/test_support.h"
 
 namespace bigbatch::models {
@@ -20,9 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string hf_dir(const std::string& name) {
-  return std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/" + name;
-}
+using testing::hf_dir;
 
 /// Loads `name`, runs its golden ids and checks logits and loss against transformers'.
 void expect_transformers_logits(const std::string& name) {

@@ -15,14 +15,13 @@
 #include "bigbatch/models/hf_model.h"
 #include "bigbatch/nn/attention.h"
 #include "bigbatch/nn/precision.h"
+#include "support/hf_fixtures.h"
 #include "support/test_support.h"
 
 namespace bigbatch::models {
 namespace {
 
-std::string hf_dir(const std::string& name) {
-  return std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/" + name;
-}
+using testing::hf_dir;
 
 /// ids (B, T) drawn from the first `vocab` ids with a fixed seed.
 torch::Tensor random_ids(int64_t batch, int64_t time, int64_t vocab) {

@@ -15,6 +15,7 @@
 #include "bigbatch/core/check.h"
 #include "bigbatch/io/safetensors.h"
 #include "bigbatch/nn/lora_merge.h"
+#include "support/hf_fixtures.h"
 #include "support/test_support.h"
 
 namespace bigbatch::models {
@@ -22,9 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string hf_dir(const std::string& name) {
-  return std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/" + name;
-}
+using testing::hf_dir;
 
 class PeftAdapter : public ::testing::TestWithParam<std::string> {};
 

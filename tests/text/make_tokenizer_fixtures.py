@@ -7,7 +7,9 @@ on the English fortunes of Debian's `fortunes` package plus the test texts) but 
 normalizer, pre-tokenizer, post-processor, decoder and model settings of the tokenizer it stands
 for (GPT-2, Llama 3, Qwen2, BERT uncased and cased, Llama 2's tokenizer.json in its two forms:
 Prepend/Replace normalizers, or the Metaspace pre-tokenizer; Gemma's, as transformers'
-GemmaTokenizer writes it). `--only-gemma` remakes gemma-bpe alone and leaves the rest as it is. llama2-sentencepiece
+GemmaTokenizer writes it; RoBERTa's, as transformers' RobertaTokenizer writes it). `--only NAME`
+remakes the fixture NAME (gemma-bpe or roberta-bpe) alone and leaves the rest as it is: the BPE
+trainer of `tokenizers` is not deterministic, so a full run rewrites every fixture. llama2-sentencepiece
 is a tokenizer.model trained with the `sentencepiece` package with Llama 2's settings (BPE, byte
 fallback, split digits, identity normalization). minilm-l6-v2 is the real tokenizer of
 sentence-transformers' all-MiniLM-L6-v2 (BERT uncased, 30522 tokens, Apache-2.0), copied from the
@@ -345,6 +347,25 @@ def gemma():
     return directory
 
 
+def roberta():
+    """RoBERTa's tokenizer.json as transformers' RobertaTokenizer builds and saves it: GPT-2's
+    byte-level BPE, <s> ... </s> by RobertaProcessing, and roberta-base's layout (<s>, <pad>,
+    </s>, <unk>, the pieces, <mask> last)."""
+    vocab, merges = trained_bpe(GPT2_REGEX_BYTELEVEL, 420, [], True)
+    ordered = ["<s>", "<pad>", "</s>", "<unk>"]
+    ordered += [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if t not in ordered]
+    ordered.append("<mask>")
+    vocab = {t: i for i, t in enumerate(ordered)}
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
+    mask = tokenizers.AddedToken("<mask>", lstrip=True, rstrip=False, special=True)  # as roberta-base's
+    tok = transformers.RobertaTokenizer(vocab=vocab, merges=merges, mask_token=mask)
+    directory = os.path.join(OUT, "roberta-bpe")
+    shutil.rmtree(directory, ignore_errors=True)
+    tok.save_pretrained(directory)
+    Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))  # it loads
+    return directory
+
+
 def llama2_metaspace(bpe_directory):
     """Llama 2's BPE in the other tokenizer.json form (transformers' conversion with
     legacy=False): no normalizer, a Metaspace pre-tokenizer that prepends "▁" to the start of
@@ -469,16 +490,19 @@ def main():
     golden_path = os.path.join(OUT, "golden.json")
     golden = {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__,
               "sentencepiece": sentencepiece.__version__, "fixtures": {}}
-    if sys.argv[1:] == ["--only-gemma"]:
-        # Adds or remakes gemma-bpe alone; every other fixture and golden entry stays as it is.
+    alone = {"gemma-bpe": gemma, "roberta-bpe": roberta}
+    if sys.argv[1:2] == ["--only"]:
+        # Adds or remakes one fixture; every other fixture and golden entry stays as it is.
+        if len(sys.argv) != 3 or sys.argv[2] not in alone:
+            sys.exit(f"usage: {sys.argv[0]} [--only {'|'.join(alone)}]")
         with open(golden_path, encoding="utf-8") as f:
             golden = json.load(f)
-        fixtures = [gemma()]
+        fixtures = [alone[sys.argv[2]]()]
     else:
         fixtures = [minilm(), bert("bert-wordpiece", True), bert("bert-cased-wordpiece", False),
                     gpt2(), llama3(), qwen2(), llama2_bpe()]
         fixtures.append(llama2_metaspace(fixtures[-1]))
-        fixtures.append(gemma())
+        fixtures += [gemma(), roberta()]
     for directory in fixtures:
         rows, size, pair = golden_of_tokenizer_json(directory)
         golden["fixtures"][os.path.basename(directory)] = {"vocab_size": size, "texts": rows,

@@ -99,11 +99,11 @@ void HfConfig::require(const std::string& key, const nlohmann::json& supported) 
                  ")");
 }
 
-std::string HfConfig::model_type(std::initializer_list<const char*> supported) {
+std::string HfConfig::model_type(const std::vector<std::string>& supported) {
   const nlohmann::json* value = find("model_type");
   const std::string type = value != nullptr && value->is_string() ? value->get<std::string>() : "";
   std::string names;
-  for (const char* name : supported) {
+  for (const std::string& name : supported) {
     if (type == name)
       return type;
     names += cat(names.empty() ? "" : ", ", "\"", name, "\"");

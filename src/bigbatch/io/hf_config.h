@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace bigbatch::io {
 
@@ -44,7 +45,7 @@ class HfConfig {
   void require(const std::string& key, const nlohmann::json& supported);
   /// The required field model_type, which must be one of `supported`; throws InputError naming
   /// the value and the supported ones otherwise.
-  std::string model_type(std::initializer_list<const char*> supported);
+  std::string model_type(const std::vector<std::string>& supported);
   /// Marks fields that do not change what the model computes (names, versions, token ids).
   void ignore(std::initializer_list<const char*> keys);
   /// ignore() of the fields every architecture's config.json may carry without their changing the

@@ -202,17 +202,6 @@ void add_document_data(const HfWorkloadOptions& options, const text::Tokenizer& 
   }
 }
 
-/// The module names of the fresh tensors ("classifier.weight" -> "classifier").
-std::vector<std::string> fresh_modules(const std::vector<std::string>& fresh) {
-  std::vector<std::string> modules;
-  for (const std::string& name : fresh) {
-    const std::string module = name.substr(0, name.rfind('.'));
-    if (std::find(modules.begin(), modules.end(), module) == modules.end())
-      modules.push_back(module);
-  }
-  return modules;
-}
-
 /// Adds the adapters (those of `start`, adapter.init_from's, when it is set), freezes the rest and
 /// narrows the frozen weights; returns the plan row.
 std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter,
@@ -225,7 +214,7 @@ std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter,
   if (lora.targets().empty())
     lora.targets(default_lora_targets(model.model_type));
   std::vector<std::string> trainable = lora.trainable();
-  std::vector<std::string> also_trainable = fresh_modules(model.fresh);
+  std::vector<std::string> also_trainable = model.fresh_modules();
   if (start) {
     // PEFT lists names for any model of the task ("classifier", "score"); those of this one.
     for (const std::string& saved : start->modules_to_save) {
@@ -301,8 +290,8 @@ int64_t hf_pad_id(const text::Tokenizer& tokenizer) {
 std::vector<std::string> default_lora_targets(const std::string& model_type) {
   if (model_type == "gpt2")
     return {"c_attn"};
-  if (model_type == "bert")
-    return {"query", "value"};
+  if (models::hf_task_of(model_type) == models::HfTask::kClassification)
+    return {"query", "value"};  // BERT's and RoBERTa's
   return {"q_proj", "v_proj"};
 }
 
@@ -394,8 +383,13 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
         [model](const torch::Tensor& inputs) { return model.forward(inputs); },
         engine::LossUnit::kToken, kIgnoreIndex);
   }
-  w.description = cat(model.describe(), ", context ", context, " tokens",
-                      model.fresh.empty() ? "" : cat("; fresh: ", join(model.fresh)));
+  w.description =
+      cat(model.describe(), ", context ", context, " tokens",
+          model.fresh.empty() ? "" : cat("; fresh: ", join(model.fresh)),
+          model.unused.empty()
+              ? ""
+              : cat("; unused: ", model.unused.size(), " tensors of the checkpoint's other heads (",
+                    model.unused.front(), model.unused.size() > 1 ? ", ..." : "", ")"));
   const std::string tokenizer_row = tokenizer->description();
   const std::string trainable = trainable_share(*w.module);
   const std::string frozen_dtype = !options.adapter.lora                              ? ""

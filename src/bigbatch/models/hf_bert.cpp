@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "bigbatch/core/check.h"
+#include "bigbatch/core/strings.h"
 #include "bigbatch/io/hf_weights.h"
+#include "bigbatch/models/hf_architectures.h"
 #include "bigbatch/models/hf_load.h"
 #include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
@@ -24,11 +26,24 @@ torch::nn::LayerNorm layer_norm(const HfBertConfig& config) {
       torch::nn::LayerNormOptions({config.hidden_size()}).eps(config.layer_norm_eps()));
 }
 
+/// The name of the model in messages: "BERT", "RoBERTa" or "XLM-RoBERTa".
+std::string display_name(const HfBertConfig& config) {
+  return config.model_type() == "bert"      ? "BERT"
+         : config.model_type() == "roberta" ? "RoBERTa"
+                                            : "XLM-RoBERTa";
+}
+
 }  // namespace
 
+int64_t HfBertConfig::max_length() const {
+  return is_roberta() ? max_position_embeddings() - pad_token_id() - 1 : max_position_embeddings();
+}
+
 HfBertConfig read_hf_bert_config(io::HfConfig& c) {
-  c.model_type({"bert"});
   HfBertConfig config;
+  config.model_type(c.model_type({"bert", "roberta", "xlm-roberta"}));
+  if (config.is_roberta())
+    config.pad_token_id(c.get_int("pad_token_id"));
   config.vocab_size(c.get_int("vocab_size"))
       .hidden_size(c.get_int("hidden_size"))
       .num_hidden_layers(c.get_int("num_hidden_layers"))
@@ -53,11 +68,18 @@ HfBertConfig read_hf_bert_config(io::HfConfig& c) {
   // Names, token ids, label names and training switches: none changes what is computed.
   c.ignore_metadata();
   c.ignore({"gradient_checkpointing", "label2id", "tie_word_embeddings", "classifier_activation"});
-  c.finish("BERT (BertForSequenceClassification)");
+  c.finish(cat(display_name(config), " (", hf_architecture(config.model_type()).class_name, ")"));
   BB_CHECK_INPUT(
       config.num_attention_heads() > 0 && config.hidden_size() % config.num_attention_heads() == 0,
       c.origin(), ": hidden_size = ", config.hidden_size(),
       " is not divisible by num_attention_heads = ", config.num_attention_heads());
+  BB_CHECK_INPUT(!config.is_roberta() ||
+                     (config.pad_token_id() >= 0 && config.pad_token_id() < config.vocab_size() &&
+                      config.max_length() >= 1),
+                 c.origin(), ": pad_token_id = ", config.pad_token_id(),
+                 " must be a token id (vocab_size ", config.vocab_size(),
+                 ") below max_position_embeddings - 1 = ", config.max_position_embeddings() - 1,
+                 ": RoBERTa's positions start after it");
   return config;
 }
 
@@ -183,7 +205,7 @@ torch::Tensor HfBertLayerImpl::fused_forward(const torch::Tensor& x, const nn::B
 }
 
 HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
-  auto bert = register_level(*this, "bert");
+  auto bert = register_level(*this, config.is_roberta() ? "roberta" : "bert");
   auto embeddings = register_level(*bert, "embeddings");
   const int64_t hidden = config.hidden_size();
   word_embeddings = embeddings->register_module("word_embeddings",
@@ -196,12 +218,18 @@ HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
   layer = register_level(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
     layer->push_back(HfBertLayer(config));
-  pooler_dense =
-      register_level(*bert, "pooler")->register_module("dense", torch::nn::Linear(hidden, hidden));
-  classifier = register_module("classifier", torch::nn::Linear(hidden, config.num_labels()));
+  if (config.is_roberta()) {
+    auto head = register_level(*this, "classifier");
+    head_dense = head->register_module("dense", torch::nn::Linear(hidden, hidden));
+    head_output = head->register_module("out_proj", torch::nn::Linear(hidden, config.num_labels()));
+  } else {
+    head_dense = register_level(*bert, "pooler")
+                     ->register_module("dense", torch::nn::Linear(hidden, hidden));
+    head_output = register_module("classifier", torch::nn::Linear(hidden, config.num_labels()));
+  }
   // transformers' _init_weights for the parts a pretrained encoder may lack.
   torch::NoGradGuard no_grad;
-  for (torch::nn::Linear* linear : {&pooler_dense, &classifier}) {
+  for (torch::nn::Linear* linear : {&head_dense, &head_output}) {
     torch::nn::init::normal_((*linear)->weight, 0.0, config.initializer_range());
     torch::nn::init::zeros_((*linear)->bias);
   }
@@ -210,6 +238,17 @@ HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
 void HfBertImpl::set_checkpointing(nn::CheckpointPolicy policy) {
   nn::validate(policy);
   checkpointing_ = policy;
+}
+
+torch::Tensor HfBertImpl::position_ids(const torch::Tensor& input_ids) const {
+  if (!config_.is_roberta())
+    return torch::arange(
+        input_ids.size(1),
+        torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
+  // transformers' create_position_ids_from_input_ids: real tokens count from pad + 1, padding
+  // (any token of the pad id) stays at pad.
+  const torch::Tensor real = input_ids.ne(config_.pad_token_id()).to(torch::kLong);  // (B, T)
+  return real.cumsum(1) * real + config_.pad_token_id();                             // (B, T)
 }
 
 torch::Tensor HfBertImpl::embed(const torch::Tensor& ids, const torch::Tensor& types,
@@ -226,11 +265,9 @@ torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
                                  const torch::Tensor& token_type_ids) {
   const torch::Tensor types = checked_token_types(input_ids, token_type_ids);  // (B, T)
   const nn::AttentionMask mask =
-      attention_mask_of(attention_mask, input_ids, /*causal=*/false, "BERT");
-  const torch::Tensor positions =
-      torch::arange(input_ids.size(1),
-                    torch::TensorOptions().dtype(torch::kLong).device(input_ids.device()));  // (T)
-  return run_layers(layer, checkpointing_, is_training(), embed(input_ids, types, positions),
+      attention_mask_of(attention_mask, input_ids, /*causal=*/false, display_name(config_));
+  return run_layers(layer, checkpointing_, is_training(),
+                    embed(input_ids, types, position_ids(input_ids)),
                     [layers = layer, mask](size_t i, const torch::Tensor& in) {
                       return layers->ptr(i)->as<HfBertLayer>()->forward(in, mask);  // (B, T, C)
                     });
@@ -241,7 +278,9 @@ torch::Tensor HfBertImpl::encode_first_tokens(const torch::Tensor& input_ids,
                                               const torch::Tensor& token_type_ids) {
   const torch::Tensor types = checked_token_types(input_ids, token_type_ids);  // (B, T)
   const nn::PackedTokens tokens = nn::pack_tokens(attention_mask, kPackedRowMultiple);
-  const torch::Tensor x = embed(tokens.pack(input_ids), tokens.pack(types), tokens.positions);
+  const torch::Tensor positions =
+      config_.is_roberta() ? tokens.pack(position_ids(input_ids)) : tokens.positions;  // (N + F)
+  const torch::Tensor x = embed(tokens.pack(input_ids), tokens.pack(types), positions);
   // The last layer computes the first tokens only: nothing reads the others' outputs.
   return run_layers(layer, checkpointing_, is_training(), x,
                     [layers = layer, tokens](size_t i, const torch::Tensor& in) {
@@ -252,10 +291,13 @@ torch::Tensor HfBertImpl::encode_first_tokens(const torch::Tensor& input_ids,
 
 torch::Tensor HfBertImpl::checked_token_types(const torch::Tensor& input_ids,
                                               const torch::Tensor& token_type_ids) const {
-  check_input_ids(input_ids, "BERT", "max_position_embeddings", config_.max_position_embeddings());
+  check_input_ids(input_ids, display_name(config_),
+                  config_.is_roberta() ? "max_position_embeddings - pad_token_id - 1"
+                                       : "max_position_embeddings",
+                  config_.max_length());
   BB_CHECK_INPUT(!token_type_ids.defined() || token_type_ids.sizes() == input_ids.sizes(),
-                 "BERT's token_type_ids must have the shape of input_ids ", input_ids.sizes(),
-                 ", got ", token_type_ids.sizes());
+                 display_name(config_), "'s token_type_ids must have the shape of input_ids ",
+                 input_ids.sizes(), ", got ", token_type_ids.sizes());
   return token_type_ids.defined() ? token_type_ids : torch::zeros_like(input_ids);  // (B, T)
 }
 
@@ -271,12 +313,16 @@ bool HfBertImpl::packs(const torch::Tensor& input_ids, const torch::Tensor& atte
 torch::Tensor HfBertImpl::forward(const torch::Tensor& input_ids,
                                   const torch::Tensor& attention_mask,
                                   const torch::Tensor& token_type_ids) {
-  const torch::Tensor cls =
+  const torch::Tensor first =
       packs(input_ids, attention_mask)
           ? encode_first_tokens(input_ids, attention_mask, token_type_ids)
           : encode(input_ids, attention_mask, token_type_ids).select(1, 0);  // (B, C)
-  const torch::Tensor pooled = torch::tanh(nn::linear(pooler_dense, cls));   // (B, C)
-  return nn::linear(classifier, maybe_dropout(pooled, config_.classifier_dropout(), is_training()));
+  // BERT: classifier(dropout(tanh(pooler(first)))); RoBERTa drops out before its dense too.
+  const double dropout = config_.classifier_dropout();
+  const torch::Tensor into =
+      config_.is_roberta() ? maybe_dropout(first, dropout, is_training()) : first;  // (B, C)
+  const torch::Tensor pooled = torch::tanh(nn::linear(head_dense, into));           // (B, C)
+  return nn::linear(head_output, maybe_dropout(pooled, dropout, is_training()));    // (B, labels)
 }
 
 LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
@@ -286,17 +332,29 @@ LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
   // A head for another number of classes is replaced by a fresh one, as transformers'
   // ignore_mismatched_sizes does.
   std::vector<std::string> ignored = {"embeddings.position_ids"};
+  const bool roberta = config.is_roberta();
   if (num_labels > 0 && num_labels != config.num_labels()) {
     config.num_labels(num_labels);
-    ignored.insert(ignored.end(), {"classifier.weight", "classifier.bias"});
+    if (roberta)
+      ignored.insert(ignored.end(), {"classifier.out_proj.weight", "classifier.out_proj.bias"});
+    else
+      ignored.insert(ignored.end(), {"classifier.weight", "classifier.bias"});
   }
+  // The heads of pre-training checkpoints that a classifier drops, as transformers does.
+  const std::vector<std::string> unused =
+      roberta ? std::vector<std::string>{"lm_head.", "roberta.pooler.", "pooler."}
+              : std::vector<std::string>{"cls."};
   LoadedHfBert loaded;
   loaded.model = HfBert(config);
-  loaded.fresh = load_hf_weights(
-      *loaded.model, io::read_hf_weights(directory),
-      HfLoadOptions().optional_prefix("bert.").ignored_suffixes(ignored).fresh_prefixes(
-          {"classifier.", "bert.pooler."}),
-      directory);
+  HfLoadResult result = load_hf_weights(*loaded.model, io::read_hf_weights(directory),
+                                        HfLoadOptions()
+                                            .optional_prefix(roberta ? "roberta." : "bert.")
+                                            .ignored_suffixes(ignored)
+                                            .fresh_prefixes({"classifier.", "bert.pooler."})
+                                            .unused_prefixes(unused),
+                                        directory);
+  loaded.fresh = std::move(result.fresh);
+  loaded.unused = std::move(result.unused);
   return loaded;
 }
 

@@ -1,6 +1,8 @@
 // BERT as Hugging Face's transformers defines it (BertForSequenceClassification over BertModel),
-// with the checkpoint's own names: a pretrained encoder (all-MiniLM-L6-v2, bert-base) loads as it
-// is and gets a classification head.
+// and RoBERTa (RobertaForSequenceClassification, XLMRobertaForSequenceClassification), the same
+// encoder with other positions and head, with the checkpoint's own names: a pretrained encoder
+// (all-MiniLM-L6-v2, bert-base-uncased, roberta-base) loads as it is and gets a classification
+// head.
 #pragma once
 
 #include <torch/torch.h>
@@ -18,8 +20,13 @@
 
 namespace bigbatch::models {
 
-/// The fields of a BERT config.json that bigbatch implements (docs/PRETRAINED.md).
+/// The fields of a BERT or RoBERTa config.json that bigbatch implements (docs/PRETRAINED.md).
 struct HfBertConfig {
+  /// "bert", or "roberta" and "xlm-roberta": positions counted from pad_token_id + 1 over the
+  /// tokens that are not padding, and RoBERTa's head (classifier.dense, classifier.out_proj).
+  TORCH_ARG(std::string, model_type) = "bert";
+  /// The padding token, which RoBERTa's positions skip (read for RoBERTa only).
+  TORCH_ARG(int64_t, pad_token_id) = 0;
   TORCH_ARG(int64_t, vocab_size) = 30522;
   TORCH_ARG(int64_t, hidden_size) = 768;
   TORCH_ARG(int64_t, num_hidden_layers) = 12;
@@ -33,13 +40,20 @@ struct HfBertConfig {
   TORCH_ARG(double, classifier_dropout) = 0.1;  ///< the config's, or hidden_dropout_prob
   TORCH_ARG(double, initializer_range) = 0.02;  ///< of a freshly initialised head
   TORCH_ARG(int64_t, num_labels) = 2;           ///< the classifier's outputs
+
+ public:  // TORCH_ARG leaves the section private
+  /// Whether positions and head are RoBERTa's (model_type "roberta" or "xlm-roberta").
+  bool is_roberta() const { return model_type_ != "bert"; }
+  /// The longest input: max_position_embeddings, less RoBERTa's pad_token_id + 1 positions that
+  /// no token takes (roberta-base: 514 - 2 = 512).
+  int64_t max_length() const;
 };
 
-/// Reads a BERT config (model_type "bert"); num_labels is the length of id2label when the config
-/// has one, else 2 (the caller sets it from the data). Refuses, naming them, settings bigbatch
-/// does not implement (an activation other than exact gelu, relative position embeddings, a
-/// decoder, cross-attention, a problem_type other than single-label classification) and any
-/// unknown field.
+/// Reads a BERT or RoBERTa config (model_type "bert", "roberta" or "xlm-roberta"); num_labels
+/// is the length of id2label when the config has one, else 2 (the caller sets it from the data).
+/// Refuses, naming them, settings bigbatch does not implement (an activation other than exact
+/// gelu, relative position embeddings, a decoder, cross-attention, a problem_type other than
+/// single-label classification) and any unknown field.
 HfBertConfig read_hf_bert_config(io::HfConfig& config);
 
 /// BertLayer (post-LN): a = LayerNorm(x + dense(self-attention(x))), then
@@ -83,7 +97,9 @@ class HfBertLayerImpl : public torch::nn::Module {
 TORCH_MODULE(HfBertLayer);
 
 /// BertForSequenceClassification: `bert` (`embeddings`, `encoder.layer.N`, `pooler`) and
-/// `classifier` Linear(hidden, num_labels), on the pooled [CLS] (dense + tanh).
+/// `classifier` Linear(hidden, num_labels), on the pooled [CLS] (dense + tanh). For RoBERTa,
+/// RobertaForSequenceClassification: `roberta` (`embeddings`, `encoder.layer.N`) and
+/// `classifier` (`dense` + tanh, `out_proj`) on <s>.
 class HfBertImpl : public torch::nn::Module {
  public:
   explicit HfBertImpl(const HfBertConfig& config);
@@ -110,9 +126,13 @@ class HfBertImpl : public torch::nn::Module {
       token_type_embeddings{nullptr};
   torch::nn::LayerNorm embeddings_norm{nullptr};
   torch::nn::ModuleList layer{nullptr};
-  torch::nn::Linear pooler_dense{nullptr}, classifier{nullptr};
+  /// The head on the first token, tanh between them: BERT's pooler (bert.pooler.dense) and
+  /// classifier; RoBERTa's classifier.dense and classifier.out_proj.
+  torch::nn::Linear head_dense{nullptr}, head_output{nullptr};
 
  private:
+  /// The position of each token of input_ids (B, T): 0..T-1 -> (T), or RoBERTa's -> (B, T)
+  torch::Tensor position_ids(const torch::Tensor& input_ids) const;
   /// Embeddings of ids, types and positions, all (...) int64 -> (..., C), normed
   torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& types,
                       const torch::Tensor& positions);
@@ -134,19 +154,24 @@ class HfBertImpl : public torch::nn::Module {
 /// Module holder for HfBertImpl.
 TORCH_MODULE(HfBert);
 
-/// A BERT classifier loaded from a model directory, and what the checkpoint did not hold.
+/// A BERT or RoBERTa classifier loaded from a model directory, and what the checkpoint did not
+/// hold or the classifier does not use.
 struct LoadedHfBert {
   HfBert model{nullptr};
   /// Tensors freshly initialised because the checkpoint lacks them (a sentence-transformers
   /// encoder has no classifier, and some no pooler), by name.
   std::vector<std::string> fresh;
+  /// The checkpoint's tensors of heads the classifier has no use for, skipped: BERT's
+  /// pre-training heads (cls.*, as bert-base-uncased has), RoBERTa's masked-LM head (lm_head.*)
+  /// and pooler (roberta-base has both).
+  std::vector<std::string> unused;
 };
 
-/// The BERT of the model directory `directory` as a classifier of `num_labels` classes (0: the
-/// config's id2label, else 2), in float32. A checkpoint of BertModel (no "bert." prefix) loads;
-/// a missing classifier or pooler is initialised afresh and listed in `fresh`, and so is a
-/// classifier for another number of classes than `num_labels`. Throws InputError
-/// naming the directory and what is wrong with it.
+/// The BERT or RoBERTa of the model directory `directory` as a classifier of `num_labels` classes
+/// (0: the config's id2label, else 2), in float32. A checkpoint of BertModel or RobertaModel (no
+/// "bert." or "roberta." prefix) loads; a missing classifier or pooler is initialised afresh and
+/// listed in `fresh`, and so is a classifier for another number of classes than `num_labels`.
+/// Throws InputError naming the directory and what is wrong with it.
 LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels = 0);
 
 }  // namespace bigbatch::models

@@ -37,21 +37,6 @@ const char* const kTokenizerFiles[] = {"tokenizer.json",
 
 const char* const kPeftPrefix = "base_model.model.";
 
-/// The transformers class a model of `model_type` is exported as.
-std::string architecture_of(const std::string& model_type) {
-  static const std::pair<const char*, const char*> kClasses[] = {
-      {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
-      {"mistral", "MistralForCausalLM"},    {"qwen2", "Qwen2ForCausalLM"},
-      {"qwen3", "Qwen3ForCausalLM"},        {"gemma2", "Gemma2ForCausalLM"},
-      {"gemma3_text", "Gemma3ForCausalLM"}, {"bert", "BertForSequenceClassification"}};
-  for (const auto& [type, architecture] : kClasses) {
-    if (model_type == type)
-      return architecture;
-  }
-  throw InputError(cat("cannot export a model of model_type \"", model_type,
-                       "\"; bigbatch exports ", hf_model_types()));
-}
-
 /// The module part of a tensor's name: "a.b.weight" -> "a.b" ("" for a top-level tensor).
 std::string module_of(const std::string& tensor) {
   const size_t dot = tensor.rfind('.');
@@ -91,7 +76,7 @@ Json export_config(const HfModel& model, const fs::path& source, const HfExportO
   } catch (const nlohmann::json::exception& error) {
     throw InputError(cat(path.string(), " is not valid JSON: ", error.what()));
   }
-  config["architectures"] = Json::array({architecture_of(model.model_type)});
+  config["architectures"] = Json::array({hf_architecture(model.model_type).class_name});
   if (config.contains("torch_dtype"))
     config["torch_dtype"] = "float32";
   config["dtype"] = "float32";
@@ -175,8 +160,8 @@ PeftExport peft_export(const HfModel& model, const fs::path& source,
   std::set<std::string> unmatched(options.modules_to_save().begin(),
                                   options.modules_to_save().end());
   std::set<std::string> wanted;
-  for (const std::string& tensor : model.fresh)
-    wanted.insert(module_of(tensor));
+  for (const std::string& fresh : model.fresh_modules())
+    wanted.insert(fresh);
   const auto modules = module.named_modules("", /*include_self=*/false);
   for (const auto& item : modules) {
     for (const std::string& pattern : options.modules_to_save()) {

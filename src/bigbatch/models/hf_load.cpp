@@ -7,12 +7,40 @@
 #include "bigbatch/core/strings.h"
 
 namespace bigbatch::models {
+namespace {
 
-std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
-                                         const HfLoadOptions& options, const std::string& origin) {
+bool starts_with_any(const std::string& name, const std::vector<std::string>& prefixes) {
+  for (const std::string& prefix : prefixes) {
+    if (starts_with(name, prefix))
+      return true;
+  }
+  return false;
+}
+
+/// The names a checkpoint may store the module's tensor `name` under: as it is, without the
+/// optional prefix, and each with a LayerNorm's legacy gamma/beta.
+std::vector<std::string> checkpoint_names(const std::string& name, const std::string& prefix) {
+  std::vector<std::string> names = {name};
+  if (!prefix.empty() && starts_with(name, prefix))
+    names.push_back(name.substr(prefix.size()));
+  const std::pair<const char*, const char*> kLegacy[] = {{"LayerNorm.weight", "LayerNorm.gamma"},
+                                                         {"LayerNorm.bias", "LayerNorm.beta"}};
+  for (size_t i = 0, plain = names.size(); i < plain; ++i) {
+    for (const auto& [current, legacy] : kLegacy) {
+      if (ends_with(names[i], current))
+        names.push_back(names[i].substr(0, names[i].size() - std::string(current).size()) + legacy);
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+HfLoadResult load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
+                             const HfLoadOptions& options, const std::string& origin) {
   std::vector<std::pair<torch::Tensor, const torch::Tensor*>> copies;  // (destination, source)
   std::set<std::string> used;
-  std::vector<std::string> fresh;
+  HfLoadResult result;
   std::string missing;
   const auto is_ignored = [&options](const std::string& name) {
     for (const std::string& suffix : options.ignored_suffixes()) {
@@ -22,18 +50,17 @@ std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::Hf
     return false;
   };
   const auto place = [&](const std::string& name, const torch::Tensor& destination) {
-    auto found = weights.tensors.find(name);
-    const std::string& prefix = options.optional_prefix();
-    if (found == weights.tensors.end() && !prefix.empty() && starts_with(name, prefix))
-      found = weights.tensors.find(name.substr(prefix.size()));
+    auto found = weights.tensors.end();
+    for (const std::string& stored : checkpoint_names(name, options.optional_prefix())) {
+      found = weights.tensors.find(stored);
+      if (found != weights.tensors.end())
+        break;
+    }
     if (found != weights.tensors.end() && is_ignored(found->first))
       found = weights.tensors.end();
     if (found == weights.tensors.end()) {
-      bool may_be_fresh = false;
-      for (const std::string& fresh_prefix : options.fresh_prefixes())
-        may_be_fresh = may_be_fresh || starts_with(name, fresh_prefix);
-      if (may_be_fresh)
-        fresh.push_back(name);
+      if (starts_with_any(name, options.fresh_prefixes()))
+        result.fresh.push_back(name);
       else
         missing += cat(missing.empty() ? "" : ", ", "\"", name, "\"");
       return;
@@ -51,7 +78,11 @@ std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::Hf
   BB_CHECK_INPUT(missing.empty(), origin, ": the checkpoint lacks ", missing);
   std::string unexpected;
   for (const auto& [name, tensor] : weights.tensors) {
-    if (used.count(name) == 0 && !is_ignored(name))
+    if (used.count(name) != 0 || is_ignored(name))
+      continue;
+    if (starts_with_any(name, options.unused_prefixes()))
+      result.unused.push_back(name);
+    else
       unexpected += cat(unexpected.empty() ? "" : ", ", "\"", name, "\"");
   }
   BB_CHECK_INPUT(unexpected.empty(), origin, ": the model has no place for the checkpoint's ",
@@ -59,7 +90,7 @@ std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::Hf
   torch::NoGradGuard no_grad;
   for (auto& [destination, source] : copies)
     destination.copy_(*source);
-  return fresh;
+  return result;
 }
 
 }  // namespace bigbatch::models

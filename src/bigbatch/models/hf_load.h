@@ -23,15 +23,28 @@ struct HfLoadOptions {
   /// Module names under these prefixes may be absent from the checkpoint and keep their fresh
   /// initialisation (a classifier head a pretrained encoder never had).
   TORCH_ARG(std::vector<std::string>, fresh_prefixes) = {};
+  /// Checkpoint tensors under these prefixes belong to heads the module does not have (BERT's
+  /// pre-training heads "cls."); they are skipped and listed in HfLoadResult::unused.
+  TORCH_ARG(std::vector<std::string>, unused_prefixes) = {};
+};
+
+/// What load_hf_weights left aside.
+struct HfLoadResult {
+  /// The module's tensors left as initialised (under HfLoadOptions::fresh_prefixes and absent
+  /// from the checkpoint).
+  std::vector<std::string> fresh;
+  /// The checkpoint's tensors skipped under HfLoadOptions::unused_prefixes.
+  std::vector<std::string> unused;
 };
 
 /// Copies every parameter and buffer of `module` from `weights` (converted to the parameter's
-/// dtype and device), without recording gradients. Throws InputError, naming `origin` (the model
-/// directory), for a tensor the module needs that the checkpoint lacks, one of another shape
-/// (both shapes named), and the checkpoint's tensors that the module has no place for (all of
-/// them named). Nothing is copied unless every check passes. Returns the names of the module's
-/// tensors left as initialised (under options.fresh_prefixes and absent from the checkpoint).
-std::vector<std::string> load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
-                                         const HfLoadOptions& options, const std::string& origin);
+/// dtype and device), without recording gradients. A LayerNorm's weight and bias are also found
+/// under their legacy names, "LayerNorm.gamma" and "LayerNorm.beta" (as transformers renames
+/// them). Throws InputError, naming `origin` (the model directory), for a tensor the module needs
+/// that the checkpoint lacks, one of another shape (both shapes named), and the checkpoint's
+/// tensors that the module has no place for (all of them named). Nothing is copied unless every
+/// check passes.
+HfLoadResult load_hf_weights(torch::nn::Module& module, const io::HfWeights& weights,
+                             const HfLoadOptions& options, const std::string& origin);
 
 }  // namespace bigbatch::models

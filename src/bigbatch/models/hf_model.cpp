@@ -9,24 +9,37 @@
 
 namespace bigbatch::models {
 
-std::string hf_model_types() {
-  return "gpt2, llama, mistral, qwen2, qwen3, gemma2, gemma3_text, bert";
-}
-
 std::string read_hf_model_type(const std::string& directory) {
   io::HfConfig config = io::HfConfig::read(directory);
-  return config.model_type(
-      {"gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "bert"});
+  std::vector<std::string> types;
+  for (const HfArchitecture& architecture : hf_architectures())
+    types.push_back(architecture.model_type);
+  return config.model_type(types);
 }
 
 int64_t read_hf_max_positions(const std::string& directory) {
-  const bool gpt2 = read_hf_model_type(directory) == "gpt2";
+  const std::string model_type = read_hf_model_type(directory);
   io::HfConfig config = io::HfConfig::read(directory);
-  return config.get_int(gpt2 ? "n_positions" : "max_position_embeddings");
+  if (model_type == "gpt2")
+    return config.get_int("n_positions");
+  if (hf_task_of(model_type) == HfTask::kClassification)
+    return read_hf_bert_config(config).max_length();
+  return config.get_int("max_position_embeddings");
 }
 
 HfTask hf_task_of(const std::string& model_type) {
-  return model_type == "bert" ? HfTask::kClassification : HfTask::kCausalLm;
+  return hf_architecture(model_type).task;
+}
+
+std::vector<std::string> HfModel::fresh_modules() const {
+  std::vector<std::string> modules;
+  for (const std::string& name : fresh) {
+    const std::string module =
+        starts_with(name, "classifier.") ? "classifier" : name.substr(0, name.rfind('.'));
+    if (std::find(modules.begin(), modules.end(), module) == modules.end())
+      modules.push_back(module);
+  }
+  return modules;
 }
 
 std::shared_ptr<torch::nn::Module> HfModel::module() const {
@@ -47,9 +60,15 @@ torch::Tensor HfModel::forward(const torch::Tensor& input_ids,
 }
 
 CausalLm HfModel::causal_lm() const {
-  BB_CHECK_INPUT(task == HfTask::kCausalLm, "a ", model_type,
-                 " classifier does not generate text; a causal LM does (", hf_model_types(),
-                 " but bert)");
+  if (task != HfTask::kCausalLm) {
+    std::vector<std::string> causal;
+    for (const HfArchitecture& architecture : hf_architectures()) {
+      if (architecture.task == HfTask::kCausalLm)
+        causal.push_back(architecture.model_type);
+    }
+    throw InputError(cat("a ", model_type, " classifier does not generate text; a causal LM does (",
+                         join(causal), ")"));
+  }
   CausalLm lm;
   lm.forward = [model = *this](const torch::Tensor& ids) { return model.forward(ids); };
   if (gpt2) {
@@ -78,7 +97,7 @@ int64_t HfModel::max_positions() const {
     return gpt2->config().n_positions();
   if (llama)
     return llama->config().max_position_embeddings();
-  return bert->config().max_position_embeddings();
+  return bert->config().max_length();
 }
 
 int64_t HfModel::outputs() const {
@@ -120,7 +139,7 @@ std::string HfModel::describe() const {
                group_thousands(c.max_position_embeddings()), window);
   }
   const HfBertConfig& c = bert->config();
-  return cat("bert: ", c.num_hidden_layers(), " layers, width ", c.hidden_size(), ", ",
+  return cat(c.model_type(), ": ", c.num_hidden_layers(), " layers, width ", c.hidden_size(), ", ",
              c.num_attention_heads(), " heads, vocabulary ", group_thousands(c.vocab_size()), ", ",
              c.num_labels(), " classes");
 }
@@ -165,10 +184,11 @@ HfModel load_hf_model(const std::string& directory, int64_t num_labels) {
   model.task = hf_task_of(model.model_type);
   if (model.model_type == "gpt2") {
     model.gpt2 = load_hf_gpt2(directory);
-  } else if (model.model_type == "bert") {
+  } else if (model.task == HfTask::kClassification) {
     LoadedHfBert loaded = load_hf_bert(directory, num_labels);
     model.bert = loaded.model;
     model.fresh = std::move(loaded.fresh);
+    model.unused = std::move(loaded.unused);
   } else {
     model.llama = load_hf_llama(directory);
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bigbatch/models/hf_architectures.h"
 #include "bigbatch/models/hf_bert.h"
 #include "bigbatch/models/hf_gpt2.h"
 #include "bigbatch/models/hf_llama.h"
@@ -18,25 +19,15 @@
 
 namespace bigbatch::models {
 
-/// What a model of a Hugging Face directory is trained for.
-enum class HfTask {
-  kCausalLm,        ///< next-token prediction: logits (B, T, vocab)
-  kClassification,  ///< one class per sequence: logits (B, num_labels)
-};
-
-/// The model_type values bigbatch implements, for messages: "gpt2, llama, mistral, qwen2, qwen3,
-/// gemma2, gemma3_text, bert".
-std::string hf_model_types();
-
 /// The model_type of `directory`/config.json; throws InputError naming the file, or the value
-/// and hf_model_types() when it is not one of them.
+/// and the supported ones (hf_architectures()) when it is not one of them.
 std::string read_hf_model_type(const std::string& directory);
 
 /// The longest input the model of `directory` takes (its config's n_positions or
-/// max_position_embeddings), read without loading it.
+/// max_position_embeddings, less RoBERTa's pad_token_id + 1), read without loading it.
 int64_t read_hf_max_positions(const std::string& directory);
 
-/// The task a model_type trains for: kClassification for "bert", kCausalLm otherwise.
+/// The task a supported model_type trains for (hf_architecture(model_type).task).
 HfTask hf_task_of(const std::string& model_type);
 
 /// A loaded model of any supported architecture. Exactly one of gpt2, llama and bert is set.
@@ -48,7 +39,14 @@ struct HfModel {
   HfBert bert{nullptr};
   /// Tensors initialised afresh because the checkpoint lacks them (a classifier head).
   std::vector<std::string> fresh;
+  /// The checkpoint's tensors of heads the model has no use for (BERT's pre-training heads,
+  /// RoBERTa's masked-LM head and pooler), skipped.
+  std::vector<std::string> unused;
 
+  /// The modules of the fresh tensors, as PEFT trains and saves them: a classifier's head
+  /// `classifier` whole (RoBERTa's dense and out_proj together), else each tensor's module
+  /// ("bert.pooler.dense").
+  std::vector<std::string> fresh_modules() const;
   /// The module (parameters named as in the checkpoint).
   std::shared_ptr<torch::nn::Module> module() const;
   /// input_ids (B, T) int64; attention_mask (B, T) with 1 at real tokens, or undefined -> logits
@@ -60,7 +58,8 @@ struct HfModel {
   CausalLm causal_lm() const;
   /// Sets activation checkpointing per layer; throws InputError for an invalid policy.
   void set_checkpointing(const nn::CheckpointPolicy& policy) const;
-  /// The longest input the positions allow (n_positions or max_position_embeddings).
+  /// The longest input the positions allow (n_positions or max_position_embeddings, less
+  /// RoBERTa's pad_token_id + 1).
   int64_t max_positions() const;
   /// Logits per position: the vocabulary, or the classes of a classifier.
   int64_t outputs() const;
@@ -74,12 +73,14 @@ struct HfModel {
   std::string dropouts() const;
   /// The parameters of embedding tables that are only read by index (no product uses them: a
   /// tied output head's table does), which cost no FLOPs: BERT's word, position and token type
-  /// embeddings; an untied Llama's embed_tokens; GPT-2's wpe, and its wte when untied.
+  /// embeddings (RoBERTa's too); an untied Llama's embed_tokens; GPT-2's wpe, and its wte when
+  /// untied.
   int64_t lookup_parameters() const;
 };
 
-/// The model of `directory` in float32 with its weights; a classifier (bert) gets `num_labels`
-/// classes (0: the config's). Throws InputError naming the directory and what is wrong.
+/// The model of `directory` in float32 with its weights; a classifier (bert, roberta) gets
+/// `num_labels` classes (0: the config's). Throws InputError naming the directory and what is
+/// wrong.
 HfModel load_hf_model(const std::string& directory, int64_t num_labels = 0);
 
 }  // namespace bigbatch::models

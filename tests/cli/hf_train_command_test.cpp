@@ -35,22 +35,29 @@ std::string hf_settings(const std::string& model) {
          "-s train.blas_threads=1 -s sample.bytes=0 -s train.eval_samples=64 ";
 }
 
+/// Writes `per_class` texts "<words> number <i>" into `dir`/texts/class<label>/ for each of
+/// `words`; returns the texts directory.
+std::string write_class_folders(testing::TempDir& dir, const std::vector<std::string>& words,
+                                int per_class) {
+  for (size_t label = 0; label < words.size(); ++label) {
+    for (int i = 0; i < per_class; ++i) {
+      dir.write("texts/class" + std::to_string(label) + "/" + std::to_string(i) + ".txt",
+                words[label] + " number " + std::to_string(i));
+    }
+  }
+  return (dir.path() / "texts").string();
+}
+
 TEST(HfTrainCommand, TheTinyBertClassifiesFoldersOfTextsWithAFreshHead) {
   testing::TempDir dir;
   // Four classes: the checkpoint's head has three, so a fresh one replaces it.
-  const char* words[] = {"apple pie", "rain cloud", "goal kick", "train ride"};
-  for (int label = 0; label < 4; ++label) {
-    for (int i = 0; i < 12; ++i) {
-      dir.write("texts/class" + std::to_string(label) + "/" + std::to_string(i) + ".txt",
-                std::string(words[label]) + " number " + std::to_string(i));
-    }
-  }
+  const std::string texts =
+      write_class_folders(dir, {"apple pie", "rain cloud", "goal kick", "train ride"}, 12);
   const std::string run_dir = (dir.path() / "run").string();
-  const Result r =
-      run("train " + hf_settings("tiny-bert") + "-s data.path=" + (dir.path() / "texts").string() +
-          " -s data.min_per_class=5 -s train.steps=4 -s train.eval_every=2 "
-          "--run-dir " +
-          run_dir);
+  const Result r = run("train " + hf_settings("tiny-bert") + "-s data.path=" + texts +
+                       " -s data.min_per_class=5 -s train.steps=4 -s train.eval_every=2 "
+                       "--run-dir " +
+                       run_dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("4 classes, context 24 tokens; fresh: classifier.weight, "
                                   "classifier.bias"));
@@ -63,16 +70,9 @@ TEST(HfTrainCommand, TheTinyBertClassifiesFoldersOfTextsWithAFreshHead) {
 
 TEST(HfTrainCommand, RobertaBasesTensorsTrainWithLoraAndAWholeFreshHead) {
   testing::TempDir dir;
-  const char* words[] = {"apple pie", "rain cloud", "goal kick"};
-  for (int label = 0; label < 3; ++label) {
-    for (int i = 0; i < 10; ++i) {
-      dir.write("texts/class" + std::to_string(label) + "/" + std::to_string(i) + ".txt",
-                std::string(words[label]) + " number " + std::to_string(i));
-    }
-  }
+  const std::string texts = write_class_folders(dir, {"apple pie", "rain cloud", "goal kick"}, 10);
   const std::string run_dir = (dir.path() / "run").string();
-  const Result r = run("train " + hf_settings("tiny-roberta-mlm") +
-                       "-s data.path=" + (dir.path() / "texts").string() +
+  const Result r = run("train " + hf_settings("tiny-roberta-mlm") + "-s data.path=" + texts +
                        " -s data.min_per_class=5 -s adapter.kind=lora -s adapter.rank=4 "
                        "-s train.steps=4 -s train.eval_every=2 --run-dir " +
                        run_dir);
@@ -88,6 +88,25 @@ TEST(HfTrainCommand, RobertaBasesTensorsTrainWithLoraAndAWholeFreshHead) {
   ASSERT_EQ(evals.size(), 3u);
   for (const auto& eval : evals)
     EXPECT_TRUE(std::isfinite(eval["loss"].get<double>())) << eval.dump();
+}
+
+TEST(HfTrainCommand, DistilBertsMaskedLmTrainsWithLoraAndBothHeadLayers) {
+  testing::TempDir dir;
+  const std::string texts = write_class_folders(dir, {"sunny day", "stormy night"}, 10);
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result r = run("train " + hf_settings("tiny-distilbert-mlm") + "-s data.path=" + texts +
+                       " -s data.min_per_class=5 -s adapter.kind=lora -s train.steps=2 "
+                       "-s train.eval_every=2 --run-dir " +
+                       run_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("distilbert: 2 layers, width 32, 4 heads, vocabulary 500, 2 "
+                                  "classes, context 24 tokens; fresh: pre_classifier.weight, "
+                                  "pre_classifier.bias, classifier.weight, classifier.bias; "
+                                  "unused: 5 tensors of the checkpoint's other heads "
+                                  "(vocab_layer_norm.bias, ...)"));
+  EXPECT_THAT(r.output,
+              HasSubstr("on 4 layers (q_lin, v_lin); trained in full: pre_classifier, classifier"));
+  EXPECT_THAT(r.output, HasSubstr("dropout 0.1, attention_dropout 0.1, seq_classif_dropout 0.2"));
 }
 
 TEST(HfTrainCommand, LoraOnFrozenBf16WeightsWithCheckpointingResumesBitwise) {

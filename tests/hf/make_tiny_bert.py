@@ -13,7 +13,11 @@ BertForPreTraining with its pre-training heads (cls.*), as bert-base-uncased is.
 tests/hf/tiny-roberta/ (3 labels, the roberta-bpe tokenizer, pad id 1, positions counted from
 pad + 1) and tests/hf/tiny-roberta-golden.json: the same kind of values, the padded row holding
 the pad id. tests/hf/tiny-roberta-mlm/: the same encoder in a RobertaForMaskedLM with a pooler
-beside it, the tensors roberta-base holds (roberta.*, roberta.pooler.*, lm_head.*). Run with the wheel's Python after installing transformers:
+beside it, the tensors roberta-base holds (roberta.*, roberta.pooler.*, lm_head.*).
+
+tests/hf/tiny-distilbert/ (DistilBertForSequenceClassification, 3 labels, the bert-wordpiece
+tokenizer) and tests/hf/tiny-distilbert-golden.json; tests/hf/tiny-distilbert-mlm/: the same
+encoder in a DistilBertForMaskedLM, as distilbert-base-uncased is. Run with the wheel's Python after installing transformers:
 
     ~/.cache/bigbatch/torch-2.15.0/bin/pip install transformers
     ~/.cache/bigbatch/torch-2.15.0/bin/python tests/hf/make_tiny_bert.py
@@ -101,6 +105,46 @@ def roberta():
           f"{golden['loss']:.6f}, logits {golden['logits']}")
 
 
+def distilbert():
+    torch.manual_seed(42)
+    config = transformers.DistilBertConfig(
+        vocab_size=tiny_tokenizers.vocab_size("bert-wordpiece"), dim=32, n_layers=2, n_heads=4,
+        hidden_dim=64, max_position_embeddings=32, num_labels=3)
+    model = transformers.DistilBertForSequenceClassification(config).eval()
+    perturb_norms_and_biases(model)
+    with torch.no_grad():  # DistilBERT's norms are not named LayerNorm
+        for key, p in model.named_parameters():
+            if "layer_norm" in key:
+                p.add_(torch.randn_like(p) * 0.1)
+    directory = os.path.join(HERE, "tiny-distilbert")
+    model.save_pretrained(directory)
+    tiny_tokenizers.copy_tokenizer("bert-wordpiece", directory)
+    mlm = transformers.DistilBertForMaskedLM(config)
+    mlm.distilbert.load_state_dict(model.distilbert.state_dict())
+    mlm_directory = os.path.join(HERE, "tiny-distilbert-mlm")
+    mlm.save_pretrained(mlm_directory)
+    tiny_tokenizers.copy_tokenizer("bert-wordpiece", mlm_directory)
+    ids = torch.randint(1, config.vocab_size, (2, 10))
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    ids[1, 7:] = 0  # the pad token
+    loaded = transformers.DistilBertForSequenceClassification.from_pretrained(
+        directory, attn_implementation="eager").eval()
+    labels = torch.tensor([0, 2])
+    with torch.no_grad():
+        out = loaded(input_ids=ids, attention_mask=mask, labels=labels, output_hidden_states=True)
+    golden = {"transformers": transformers.__version__, "torch": torch.__version__,
+              "input_ids": ids.tolist(), "attention_mask": mask.tolist(),
+              "labels": labels.tolist(), "logits": out.logits.flatten().tolist(),
+              "loss": out.loss.item(),
+              "last_hidden_state": out.hidden_states[-1].flatten().tolist(),
+              "hidden_shape": list(out.hidden_states[-1].shape)}
+    with open(os.path.join(HERE, "tiny-distilbert-golden.json"), "w") as f:
+        json.dump(golden, f)
+    print(f"wrote {directory}, tiny-distilbert-mlm and tiny-distilbert-golden.json; loss "
+          f"{golden['loss']:.6f}, logits {golden['logits']}")
+
+
 def main():
     torch.manual_seed(40)
     config = transformers.BertConfig(vocab_size=tiny_tokenizers.vocab_size("bert-wordpiece"), hidden_size=32, num_hidden_layers=2,
@@ -128,6 +172,7 @@ def main():
           f"{golden['loss']:.6f}, logits {golden['logits']}")
     bert_pretraining(config, model.bert)
     roberta()
+    distilbert()
 
 
 if __name__ == "__main__":

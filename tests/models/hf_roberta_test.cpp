@@ -16,6 +16,7 @@
 #include "bigbatch/io/safetensors.h"
 #include "bigbatch/models/hf_bert.h"
 #include "bigbatch/models/hf_model.h"
+#include "models/hf_encoder_checks.h"
 #include "support/hf_fixtures.h"
 #include "support/test_support.h"
 
@@ -26,28 +27,8 @@ namespace fs = std::filesystem;
 
 using testing::hf_dir;
 
-struct Golden {
-  nlohmann::json json;
-  torch::Tensor ids, mask;  ///< (2, 10)
-};
-
-Golden golden(const std::string& name) {
-  Golden g;
-  g.json = nlohmann::json::parse(testing::read_file(hf_dir(name)));
-  g.ids = testing::int_rows(g.json["input_ids"]);
-  g.mask = testing::int_rows(g.json["attention_mask"]);
-  return g;
-}
-
-torch::Tensor floats(const nlohmann::json& value) {
-  return torch::tensor(value.get<std::vector<double>>(), torch::kFloat);
-}
-
-torch::Tensor encoded(HfBert& model, const Golden& g) {
-  model->eval();
-  torch::NoGradGuard no_grad;
-  return model->encode(g.ids, g.mask);  // (B, T, C)
-}
+using testing::encoded;
+using testing::encoder_golden;
 
 /// A copy of the model directory `name` in `dir`/`copy` with its config.json edited.
 std::string edited_copy(const testing::TempDir& dir, const std::string& name,
@@ -61,30 +42,17 @@ std::string edited_copy(const testing::TempDir& dir, const std::string& name,
 }
 
 TEST(HfRoberta, HiddenStatesLogitsAndLossAreThoseOfTransformers) {
-  const Golden g = golden("tiny-roberta-golden.json");
   LoadedHfBert loaded = load_hf_bert(hf_dir("tiny-roberta"));
   EXPECT_TRUE(loaded.fresh.empty());
   EXPECT_TRUE(loaded.unused.empty());
   HfBert model = loaded.model;
   ASSERT_TRUE(model->config().is_roberta());
   EXPECT_EQ(model->config().pad_token_id(), 1);
-  const torch::Tensor expected_hidden =
-      floats(g.json["last_hidden_state"]).view(g.json["hidden_shape"].get<std::vector<int64_t>>());
-  EXPECT_LE((encoded(model, g) - expected_hidden).abs().max().item<double>(), 1e-5);
-  torch::NoGradGuard no_grad;
-  const torch::Tensor expected_logits = floats(g.json["logits"]).view({2, 3});
-  for (const bool skip : {true, false}) {
-    model->set_skip_padding(skip);
-    const torch::Tensor logits = model->forward(g.ids, g.mask);  // (B, 3)
-    EXPECT_LE((logits - expected_logits).abs().max().item<double>(), 1e-6) << skip;
-    const torch::Tensor loss = torch::cross_entropy_loss(
-        logits, torch::tensor(g.json["labels"].get<std::vector<int64_t>>()));
-    EXPECT_NEAR(loss.item<double>(), g.json["loss"].get<double>(), 1e-6) << skip;
-  }
+  testing::expect_transformers_outputs(model, encoder_golden("tiny-roberta-golden.json"));
 }
 
 TEST(HfRoberta, RobertaBasesTensorsLoadWithoutTheirMaskedLmHeadAndPooler) {
-  const Golden g = golden("tiny-roberta-golden.json");
+  const testing::EncoderGolden g = encoder_golden("tiny-roberta-golden.json");
   LoadedHfBert mlm = load_hf_bert(hf_dir("tiny-roberta-mlm"), 3);
   EXPECT_EQ(mlm.fresh,
             (std::vector<std::string>{"classifier.dense.weight", "classifier.dense.bias",
@@ -96,7 +64,7 @@ TEST(HfRoberta, RobertaBasesTensorsLoadWithoutTheirMaskedLmHeadAndPooler) {
   HfBert classifier = load_hf_bert(hf_dir("tiny-roberta")).model;
   EXPECT_TRUE(torch::equal(encoded(mlm.model, g), encoded(classifier, g)));
   const HfModel model = load_hf_model(hf_dir("tiny-roberta-mlm"), 3);
-  EXPECT_EQ(model.fresh_modules(), std::vector<std::string>{"classifier"});
+  EXPECT_EQ(model.trained_heads(), std::vector<std::string>{"classifier"});
   EXPECT_EQ(model.unused.size(), 7u);
 }
 
@@ -108,7 +76,7 @@ TEST(HfRoberta, AClassifierForOtherClassesGetsANewOutputAndKeepsItsDense) {
   EXPECT_EQ(other.model->head_output->weight.sizes(), (std::vector<int64_t>{5, 32}));
   EXPECT_TRUE(torch::equal(other.model->head_dense->weight, same.model->head_dense->weight));
   // PEFT trains and saves the whole head.
-  EXPECT_EQ(load_hf_model(hf_dir("tiny-roberta"), 5).fresh_modules(),
+  EXPECT_EQ(load_hf_model(hf_dir("tiny-roberta"), 5).trained_heads(),
             std::vector<std::string>{"classifier"});
 }
 
@@ -116,7 +84,7 @@ TEST(HfRoberta, XlmRobertaIsTheSameModel) {
   testing::TempDir dir;
   const std::string xlm = edited_copy(dir, "tiny-roberta", "xlm",
                                       [](nlohmann::json& c) { c["model_type"] = "xlm-roberta"; });
-  const Golden g = golden("tiny-roberta-golden.json");
+  const testing::EncoderGolden g = encoder_golden("tiny-roberta-golden.json");
   const HfModel model = load_hf_model(xlm);
   EXPECT_EQ(model.task, HfTask::kClassification);
   EXPECT_EQ(model.describe(),
@@ -143,42 +111,12 @@ TEST(HfRoberta, InputsAreLimitedToThePositionsAfterThePadId) {
 
 TEST(HfRoberta, SkippingThePaddingGivesTheLogitsAndGradientsOfThePaddedEncoder) {
   torch::manual_seed(6);
-  HfBert model(HfBertConfig()
-                   .model_type("roberta")
-                   .pad_token_id(1)
-                   .vocab_size(99)
-                   .hidden_size(32)
-                   .num_hidden_layers(2)
-                   .num_attention_heads(4)
-                   .intermediate_size(64)
-                   .max_position_embeddings(16)
-                   .type_vocab_size(1)
-                   .hidden_dropout_prob(0.0)
-                   .attention_probs_dropout_prob(0.0)
-                   .classifier_dropout(0.0)
-                   .num_labels(3));
+  HfBert model(testing::small_encoder_config("roberta").pad_token_id(1).type_vocab_size(1));
   const torch::Tensor lengths = torch::tensor({12, 5, 2, 9}, torch::kLong);
   const torch::Tensor mask = torch::arange(12).unsqueeze(0).lt(lengths.unsqueeze(1));  // (4, 12)
   const torch::Tensor ids =
       torch::where(mask, torch::randint(2, 99, {4, 12}, torch::kLong), 1);  // pad id 1
-  const auto pass = [&](bool skip) {
-    model->set_skip_padding(skip);
-    model->train();
-    model->zero_grad();
-    const torch::Tensor logits = model->forward(ids, mask);  // (4, 3)
-    (logits * torch::linspace(-1.0, 2.0, logits.numel()).view(logits.sizes())).sum().backward();
-    std::vector<torch::Tensor> grads = {logits.detach()};
-    for (const torch::Tensor& parameter : model->parameters())
-      grads.push_back(parameter.grad().clone());
-    return grads;
-  };
-  const std::vector<torch::Tensor> skipped = pass(true), computed = pass(false);
-  ASSERT_EQ(skipped.size(), computed.size());
-  double largest = 0.0;
-  for (const torch::Tensor& t : computed)
-    largest = std::max(largest, t.abs().max().item<double>());
-  for (size_t i = 0; i < skipped.size(); ++i)
-    EXPECT_LE((skipped[i] - computed[i]).abs().max().item<double>(), 1e-5 * largest) << i;
+  testing::expect_skipped_padding_exact(model, ids, mask);
   // The position embeddings used are those of 2.. (the pad id + 1 on): row 0's gradient is zero.
   const torch::Tensor position_grad = model->position_embeddings->weight.grad();  // (16, C)
   EXPECT_EQ(position_grad[0].abs().max().item<double>(), 0.0);
@@ -216,7 +154,7 @@ void write_renamed(const std::string& directory, const fs::path& target,
 }
 
 TEST(HfBertCheckpoints, BertForPreTrainingLoadsWithoutItsHeads) {
-  const Golden g = golden("tiny-bert-golden.json");
+  const testing::EncoderGolden g = encoder_golden("tiny-bert-golden.json");
   LoadedHfBert pretraining = load_hf_bert(hf_dir("tiny-bert-pretraining"), 3);
   EXPECT_EQ(pretraining.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
   EXPECT_EQ(pretraining.unused,
@@ -245,7 +183,7 @@ TEST(HfBertCheckpoints, LegacyLayerNormGammaAndBetaLoadAsWeightAndBias) {
   });
   ASSERT_EQ(io::read_hf_weights(legacy.string()).tensors.count("bert.embeddings.LayerNorm.gamma"),
             1u);
-  const Golden g = golden("tiny-bert-golden.json");
+  const testing::EncoderGolden g = encoder_golden("tiny-bert-golden.json");
   LoadedHfBert renamed = load_hf_bert(legacy.string());
   EXPECT_TRUE(renamed.fresh.empty());
   HfBert classifier = load_hf_bert(hf_dir("tiny-bert")).model;

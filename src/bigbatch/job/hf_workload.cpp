@@ -214,7 +214,7 @@ std::string adapt(const models::HfModel& model, const HfAdapterOptions& adapter,
   if (lora.targets().empty())
     lora.targets(default_lora_targets(model.model_type));
   std::vector<std::string> trainable = lora.trainable();
-  std::vector<std::string> also_trainable = model.fresh_modules();
+  std::vector<std::string> also_trainable = model.trained_heads();
   if (start) {
     // PEFT lists names for any model of the task ("classifier", "score"); those of this one.
     for (const std::string& saved : start->modules_to_save) {
@@ -290,6 +290,8 @@ int64_t hf_pad_id(const text::Tokenizer& tokenizer) {
 std::vector<std::string> default_lora_targets(const std::string& model_type) {
   if (model_type == "gpt2")
     return {"c_attn"};
+  if (model_type == "distilbert")
+    return {"q_lin", "v_lin"};
   if (models::hf_task_of(model_type) == models::HfTask::kClassification)
     return {"query", "value"};  // BERT's and RoBERTa's
   return {"q_proj", "v_proj"};

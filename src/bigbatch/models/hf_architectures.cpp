@@ -16,7 +16,8 @@ const std::vector<HfArchitecture>& hf_architectures() {
       {"gemma3_text", "Gemma3ForCausalLM", HfTask::kCausalLm},
       {"bert", "BertForSequenceClassification", HfTask::kClassification},
       {"roberta", "RobertaForSequenceClassification", HfTask::kClassification},
-      {"xlm-roberta", "XLMRobertaForSequenceClassification", HfTask::kClassification}};
+      {"xlm-roberta", "XLMRobertaForSequenceClassification", HfTask::kClassification},
+      {"distilbert", "DistilBertForSequenceClassification", HfTask::kClassification}};
   return kArchitectures;
 }
 

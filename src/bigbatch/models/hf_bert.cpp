@@ -26,24 +26,22 @@ torch::nn::LayerNorm layer_norm(const HfBertConfig& config) {
       torch::nn::LayerNormOptions({config.hidden_size()}).eps(config.layer_norm_eps()));
 }
 
-/// The name of the model in messages: "BERT", "RoBERTa" or "XLM-RoBERTa".
+/// The name of the model in messages: "BERT", "RoBERTa", "XLM-RoBERTa" or "DistilBERT".
 std::string display_name(const HfBertConfig& config) {
-  return config.model_type() == "bert"      ? "BERT"
-         : config.model_type() == "roberta" ? "RoBERTa"
-                                            : "XLM-RoBERTa";
+  return config.model_type() == "bert"         ? "BERT"
+         : config.model_type() == "roberta"    ? "RoBERTa"
+         : config.model_type() == "distilbert" ? "DistilBERT"
+                                               : "XLM-RoBERTa";
 }
 
-}  // namespace
-
-int64_t HfBertConfig::max_length() const {
-  return is_roberta() ? max_position_embeddings() - pad_token_id() - 1 : max_position_embeddings();
+/// The module every encoder name starts with in the classifier's checkpoint: "bert", "roberta"
+/// (XLM-RoBERTa's too) or "distilbert".
+std::string root_name(const HfBertConfig& config) {
+  return config.is_roberta() ? "roberta" : config.is_distilbert() ? "distilbert" : "bert";
 }
 
-HfBertConfig read_hf_bert_config(io::HfConfig& c) {
-  HfBertConfig config;
-  config.model_type(c.model_type({"bert", "roberta", "xlm-roberta"}));
-  if (config.is_roberta())
-    config.pad_token_id(c.get_int("pad_token_id"));
+/// The fields of BERT's and RoBERTa's config.json.
+void read_bert_fields(io::HfConfig& c, HfBertConfig& config) {
   config.vocab_size(c.get_int("vocab_size"))
       .hidden_size(c.get_int("hidden_size"))
       .num_hidden_layers(c.get_int("num_hidden_layers"))
@@ -57,17 +55,59 @@ HfBertConfig read_hf_bert_config(io::HfConfig& c) {
           c.get_double("attention_probs_dropout_prob", config.attention_probs_dropout_prob()))
       .initializer_range(c.get_double("initializer_range", config.initializer_range()));
   config.classifier_dropout(c.get_double("classifier_dropout", config.hidden_dropout_prob()));
-  const nlohmann::json id2label = c.get_json("id2label");
-  if (id2label.is_object() && !id2label.empty())
-    config.num_labels(static_cast<int64_t>(id2label.size()));
   c.require("hidden_act", "gelu");
   c.require("position_embedding_type", "absolute");
   c.require("is_decoder", false);
   c.require("add_cross_attention", false);
+  c.ignore({"gradient_checkpointing", "classifier_activation"});
+}
+
+/// The fields of DistilBERT's config.json, under BERT's names (defaults: DistilBertConfig's).
+void read_distilbert_fields(io::HfConfig& c, HfBertConfig& config) {
+  config.vocab_size(c.get_int("vocab_size"))
+      .hidden_size(c.get_int("dim"))
+      .num_hidden_layers(c.get_int("n_layers"))
+      .num_attention_heads(c.get_int("n_heads"))
+      .intermediate_size(c.get_int("hidden_dim"))
+      .max_position_embeddings(c.get_int("max_position_embeddings"))
+      .type_vocab_size(0)
+      .layer_norm_eps(1e-12)  // fixed in DistilBERT's code
+      .hidden_dropout_prob(c.get_double("dropout", 0.1))
+      .attention_probs_dropout_prob(c.get_double("attention_dropout", 0.1))
+      .classifier_dropout(c.get_double("seq_classif_dropout", 0.2))
+      .initializer_range(c.get_double("initializer_range", config.initializer_range()));
+  c.require("activation", "gelu");
+  c.require("sinusoidal_pos_embds", false);
+  // The question-answering head's dropout; the masked-LM head's tying.
+  c.ignore({"qa_dropout", "tie_weights_"});
+}
+
+}  // namespace
+
+int64_t HfBertConfig::max_length() const {
+  return is_roberta() ? max_position_embeddings() - pad_token_id() - 1 : max_position_embeddings();
+}
+
+HfBertConfig read_hf_bert_config(io::HfConfig& c) {
+  HfBertConfig config;
+  config.model_type(c.model_type({"bert", "roberta", "xlm-roberta", "distilbert"}));
+  if (config.is_roberta())
+    config.pad_token_id(c.get_int("pad_token_id"));
+  if (config.is_distilbert())
+    read_distilbert_fields(c, config);
+  else
+    read_bert_fields(c, config);
+  const nlohmann::json id2label = c.get_json("id2label");
+  if (id2label.is_object() && !id2label.empty())
+    config.num_labels(static_cast<int64_t>(id2label.size()));
   c.require("problem_type", "single_label_classification");
-  // Names, token ids, label names and training switches: none changes what is computed.
+  c.require("pruned_heads", nlohmann::json::object());
+  // Names, token ids, label names and switches of what a forward returns, which older
+  // fine-tuned checkpoints carry: none changes what is computed.
   c.ignore_metadata();
-  c.ignore({"gradient_checkpointing", "label2id", "tie_word_embeddings", "classifier_activation"});
+  c.ignore({"label2id", "tie_word_embeddings", "finetuning_task", "output_past",
+            "output_attentions", "output_hidden_states", "return_dict", "torchscript",
+            "use_bfloat16"});
   c.finish(cat(display_name(config), " (", hf_architecture(config.model_type()).class_name, ")"));
   BB_CHECK_INPUT(
       config.num_attention_heads() > 0 && config.hidden_size() % config.num_attention_heads() == 0,
@@ -85,6 +125,22 @@ HfBertConfig read_hf_bert_config(io::HfConfig& c) {
 
 HfBertLayerImpl::HfBertLayerImpl(const HfBertConfig& config) : config_(config) {
   const int64_t hidden = config.hidden_size();
+  if (config.is_distilbert()) {
+    auto attention = register_level(*this, "attention");
+    query = attention->register_module("q_lin", nn::AdaptedLinear(hidden, hidden, true));
+    key = attention->register_module("k_lin", nn::AdaptedLinear(hidden, hidden, true));
+    value = attention->register_module("v_lin", nn::AdaptedLinear(hidden, hidden, true));
+    attention_dense =
+        attention->register_module("out_lin", nn::AdaptedLinear(hidden, hidden, true));
+    attention_norm = register_module("sa_layer_norm", layer_norm(config));
+    auto ffn = register_level(*this, "ffn");
+    intermediate_dense =
+        ffn->register_module("lin1", nn::AdaptedLinear(hidden, config.intermediate_size(), true));
+    output_dense =
+        ffn->register_module("lin2", nn::AdaptedLinear(config.intermediate_size(), hidden, true));
+    output_norm = register_module("output_layer_norm", layer_norm(config));
+    return;
+  }
   auto attention = register_level(*this, "attention");
   auto self = register_level(*attention, "self");
   query = self->register_module("query", nn::AdaptedLinear(hidden, hidden, true));
@@ -150,9 +206,11 @@ torch::Tensor HfBertLayerImpl::forward(const torch::Tensor& x, const nn::PackedT
 
 torch::Tensor HfBertLayerImpl::after_attention(const torch::Tensor& x,
                                                const torch::Tensor& attended) {
+  // DistilBERT drops out of the feed-forward output only.
+  const double attended_dropout = config_.is_distilbert() ? 0.0 : config_.hidden_dropout_prob();
   const torch::Tensor a = attention_norm->forward(
-      maybe_dropout(attended, config_.hidden_dropout_prob(), is_training()) + x);  // (..., C)
-  const torch::Tensor h = torch::gelu(intermediate_dense->forward(a));             // (..., I)
+      maybe_dropout(attended, attended_dropout, is_training()) + x);    // (..., C)
+  const torch::Tensor h = torch::gelu(intermediate_dense->forward(a));  // (..., I)
   return output_norm->forward(
       maybe_dropout(output_dense->forward(h), config_.hidden_dropout_prob(), is_training()) +
       a);  // (..., C)
@@ -205,20 +263,26 @@ torch::Tensor HfBertLayerImpl::fused_forward(const torch::Tensor& x, const nn::B
 }
 
 HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
-  auto bert = register_level(*this, config.is_roberta() ? "roberta" : "bert");
+  auto bert = register_level(*this, root_name(config));
   auto embeddings = register_level(*bert, "embeddings");
   const int64_t hidden = config.hidden_size();
   word_embeddings = embeddings->register_module("word_embeddings",
                                                 torch::nn::Embedding(config.vocab_size(), hidden));
   position_embeddings = embeddings->register_module(
       "position_embeddings", torch::nn::Embedding(config.max_position_embeddings(), hidden));
-  token_type_embeddings = embeddings->register_module(
-      "token_type_embeddings", torch::nn::Embedding(config.type_vocab_size(), hidden));
+  if (config.type_vocab_size() > 0) {
+    token_type_embeddings = embeddings->register_module(
+        "token_type_embeddings", torch::nn::Embedding(config.type_vocab_size(), hidden));
+  }
   embeddings_norm = embeddings->register_module("LayerNorm", layer_norm(config));
-  layer = register_level(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
+  layer = register_level(*bert, config.is_distilbert() ? "transformer" : "encoder")
+              ->register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
     layer->push_back(HfBertLayer(config));
-  if (config.is_roberta()) {
+  if (config.is_distilbert()) {
+    head_dense = register_module("pre_classifier", torch::nn::Linear(hidden, hidden));
+    head_output = register_module("classifier", torch::nn::Linear(hidden, config.num_labels()));
+  } else if (config.is_roberta()) {
     auto head = register_level(*this, "classifier");
     head_dense = head->register_module("dense", torch::nn::Linear(hidden, hidden));
     head_output = head->register_module("out_proj", torch::nn::Linear(hidden, config.num_labels()));
@@ -254,9 +318,10 @@ torch::Tensor HfBertImpl::position_ids(const torch::Tensor& input_ids) const {
 torch::Tensor HfBertImpl::embed(const torch::Tensor& ids, const torch::Tensor& types,
                                 const torch::Tensor& positions) {
   // The word embeddings' gradient: the rows used (nn/embedding.h), 30,522 of them in BERT.
-  const torch::Tensor x = nn::embedding(word_embeddings->weight, ids) +
-                          token_type_embeddings->forward(types) +
-                          position_embeddings->forward(positions);  // (..., C)
+  torch::Tensor x = nn::embedding(word_embeddings->weight, ids) +
+                    position_embeddings->forward(positions);  // (..., C)
+  if (token_type_embeddings)
+    x = x + token_type_embeddings->forward(types);
   return maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
 }
 
@@ -298,6 +363,8 @@ torch::Tensor HfBertImpl::checked_token_types(const torch::Tensor& input_ids,
   BB_CHECK_INPUT(!token_type_ids.defined() || token_type_ids.sizes() == input_ids.sizes(),
                  display_name(config_), "'s token_type_ids must have the shape of input_ids ",
                  input_ids.sizes(), ", got ", token_type_ids.sizes());
+  BB_CHECK_INPUT(!token_type_ids.defined() || token_type_embeddings, display_name(config_),
+                 " has no token types; pass no token_type_ids");
   return token_type_ids.defined() ? token_type_ids : torch::zeros_like(input_ids);  // (B, T)
 }
 
@@ -317,12 +384,14 @@ torch::Tensor HfBertImpl::forward(const torch::Tensor& input_ids,
       packs(input_ids, attention_mask)
           ? encode_first_tokens(input_ids, attention_mask, token_type_ids)
           : encode(input_ids, attention_mask, token_type_ids).select(1, 0);  // (B, C)
-  // BERT: classifier(dropout(tanh(pooler(first)))); RoBERTa drops out before its dense too.
+  // BERT: classifier(dropout(tanh(pooler(first)))); RoBERTa drops out before its dense too;
+  // DistilBERT: classifier(dropout(relu(pre_classifier(first)))).
   const double dropout = config_.classifier_dropout();
   const torch::Tensor into =
       config_.is_roberta() ? maybe_dropout(first, dropout, is_training()) : first;  // (B, C)
-  const torch::Tensor pooled = torch::tanh(nn::linear(head_dense, into));           // (B, C)
-  return nn::linear(head_output, maybe_dropout(pooled, dropout, is_training()));    // (B, labels)
+  const torch::Tensor dense = nn::linear(head_dense, into);                         // (B, C)
+  const torch::Tensor pooled = config_.is_distilbert() ? torch::relu(dense) : torch::tanh(dense);
+  return nn::linear(head_output, maybe_dropout(pooled, dropout, is_training()));  // (B, labels)
 }
 
 LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
@@ -343,16 +412,19 @@ LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
   // The heads of pre-training checkpoints that a classifier drops, as transformers does.
   const std::vector<std::string> unused =
       roberta ? std::vector<std::string>{"lm_head.", "roberta.pooler.", "pooler."}
-              : std::vector<std::string>{"cls."};
+      : config.is_distilbert()
+          ? std::vector<std::string>{"vocab_transform.", "vocab_layer_norm.", "vocab_projector."}
+          : std::vector<std::string>{"cls."};
   LoadedHfBert loaded;
   loaded.model = HfBert(config);
-  HfLoadResult result = load_hf_weights(*loaded.model, io::read_hf_weights(directory),
-                                        HfLoadOptions()
-                                            .optional_prefix(roberta ? "roberta." : "bert.")
-                                            .ignored_suffixes(ignored)
-                                            .fresh_prefixes({"classifier.", "bert.pooler."})
-                                            .unused_prefixes(unused),
-                                        directory);
+  HfLoadResult result =
+      load_hf_weights(*loaded.model, io::read_hf_weights(directory),
+                      HfLoadOptions()
+                          .optional_prefix(root_name(config) + ".")
+                          .ignored_suffixes(ignored)
+                          .fresh_prefixes({"classifier.", "bert.pooler.", "pre_classifier."})
+                          .unused_prefixes(unused),
+                      directory);
   loaded.fresh = std::move(result.fresh);
   loaded.unused = std::move(result.unused);
   return loaded;

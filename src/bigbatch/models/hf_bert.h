@@ -1,8 +1,9 @@
 // BERT as Hugging Face's transformers defines it (BertForSequenceClassification over BertModel),
-// and RoBERTa (RobertaForSequenceClassification, XLMRobertaForSequenceClassification), the same
-// encoder with other positions and head, with the checkpoint's own names: a pretrained encoder
-// (all-MiniLM-L6-v2, bert-base-uncased, roberta-base) loads as it is and gets a classification
-// head.
+// RoBERTa (RobertaForSequenceClassification, XLMRobertaForSequenceClassification: other positions
+// and head) and DistilBERT (DistilBertForSequenceClassification: other names, no token types,
+// another head), with the checkpoint's own names: a pretrained encoder (all-MiniLM-L6-v2,
+// bert-base-uncased, roberta-base, distilbert-base-uncased) loads as it is and gets a
+// classification head.
 #pragma once
 
 #include <torch/torch.h>
@@ -20,10 +21,13 @@
 
 namespace bigbatch::models {
 
-/// The fields of a BERT or RoBERTa config.json that bigbatch implements (docs/PRETRAINED.md).
+/// The fields of a BERT, RoBERTa or DistilBERT config.json that bigbatch implements
+/// (docs/PRETRAINED.md), under BERT's names.
 struct HfBertConfig {
-  /// "bert", or "roberta" and "xlm-roberta": positions counted from pad_token_id + 1 over the
-  /// tokens that are not padding, and RoBERTa's head (classifier.dense, classifier.out_proj).
+  /// "bert"; "roberta" and "xlm-roberta": positions counted from pad_token_id + 1 over the
+  /// tokens that are not padding, and RoBERTa's head (classifier.dense, classifier.out_proj);
+  /// "distilbert": DistilBERT's names, no token types, no dropout on the attention output, and
+  /// its head (pre_classifier, ReLU, classifier).
   TORCH_ARG(std::string, model_type) = "bert";
   /// The padding token, which RoBERTa's positions skip (read for RoBERTa only).
   TORCH_ARG(int64_t, pad_token_id) = 0;
@@ -33,7 +37,7 @@ struct HfBertConfig {
   TORCH_ARG(int64_t, num_attention_heads) = 12;
   TORCH_ARG(int64_t, intermediate_size) = 3072;
   TORCH_ARG(int64_t, max_position_embeddings) = 512;
-  TORCH_ARG(int64_t, type_vocab_size) = 2;
+  TORCH_ARG(int64_t, type_vocab_size) = 2;  ///< 0: no token types (DistilBERT)
   TORCH_ARG(double, layer_norm_eps) = 1e-12;
   TORCH_ARG(double, hidden_dropout_prob) = 0.1;
   TORCH_ARG(double, attention_probs_dropout_prob) = 0.1;
@@ -43,24 +47,29 @@ struct HfBertConfig {
 
  public:  // TORCH_ARG leaves the section private
   /// Whether positions and head are RoBERTa's (model_type "roberta" or "xlm-roberta").
-  bool is_roberta() const { return model_type_ != "bert"; }
+  bool is_roberta() const { return model_type_ == "roberta" || model_type_ == "xlm-roberta"; }
+  /// Whether names, layers and head are DistilBERT's (model_type "distilbert").
+  bool is_distilbert() const { return model_type_ == "distilbert"; }
   /// The longest input: max_position_embeddings, less RoBERTa's pad_token_id + 1 positions that
   /// no token takes (roberta-base: 514 - 2 = 512).
   int64_t max_length() const;
 };
 
-/// Reads a BERT or RoBERTa config (model_type "bert", "roberta" or "xlm-roberta"); num_labels
-/// is the length of id2label when the config has one, else 2 (the caller sets it from the data).
-/// Refuses, naming them, settings bigbatch does not implement (an activation other than exact
-/// gelu, relative position embeddings, a decoder, cross-attention, a problem_type other than
+/// Reads a BERT, RoBERTa or DistilBERT config (model_type "bert", "roberta", "xlm-roberta" or
+/// "distilbert"; DistilBERT's dim, n_layers, ... under BERT's names); num_labels is the length of
+/// id2label when the config has one, else 2 (the caller sets it from the data). Refuses, naming
+/// them, settings bigbatch does not implement (an activation other than exact gelu, relative
+/// position embeddings, sinusoidal ones, a decoder, cross-attention, a problem_type other than
 /// single-label classification) and any unknown field.
 HfBertConfig read_hf_bert_config(io::HfConfig& config);
 
 /// BertLayer (post-LN): a = LayerNorm(x + dense(self-attention(x))), then
 /// LayerNorm(a + output.dense(gelu(intermediate.dense(a)))). Submodules as transformers names
 /// them: attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
-/// intermediate.dense, output.{dense,LayerNorm}. Without adapters, and where nn::use_fused_block()
-/// says so, it runs as one autograd node (nn::fused_post_ln_block) with the same parameters.
+/// intermediate.dense, output.{dense,LayerNorm}; DistilBERT's TransformerBlock:
+/// attention.{q_lin,k_lin,v_lin,out_lin}, sa_layer_norm, ffn.{lin1,lin2}, output_layer_norm.
+/// Without adapters, and where nn::use_fused_block() says so, it runs as one autograd node
+/// (nn::fused_post_ln_block) with the same parameters.
 class HfBertLayerImpl : public torch::nn::Module {
  public:
   explicit HfBertLayerImpl(const HfBertConfig& config);
@@ -99,7 +108,9 @@ TORCH_MODULE(HfBertLayer);
 /// BertForSequenceClassification: `bert` (`embeddings`, `encoder.layer.N`, `pooler`) and
 /// `classifier` Linear(hidden, num_labels), on the pooled [CLS] (dense + tanh). For RoBERTa,
 /// RobertaForSequenceClassification: `roberta` (`embeddings`, `encoder.layer.N`) and
-/// `classifier` (`dense` + tanh, `out_proj`) on <s>.
+/// `classifier` (`dense` + tanh, `out_proj`) on <s>. For DistilBERT,
+/// DistilBertForSequenceClassification: `distilbert` (`embeddings` without token types,
+/// `transformer.layer.N`), `pre_classifier` + ReLU and `classifier` on [CLS].
 class HfBertImpl : public torch::nn::Module {
  public:
   explicit HfBertImpl(const HfBertConfig& config);
@@ -122,12 +133,14 @@ class HfBertImpl : public torch::nn::Module {
   void set_skip_padding(bool skip) { skip_padding_ = skip; }
   bool skip_padding() const { return skip_padding_; }
 
+  /// token_type_embeddings is empty for DistilBERT.
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
       token_type_embeddings{nullptr};
   torch::nn::LayerNorm embeddings_norm{nullptr};
   torch::nn::ModuleList layer{nullptr};
-  /// The head on the first token, tanh between them: BERT's pooler (bert.pooler.dense) and
-  /// classifier; RoBERTa's classifier.dense and classifier.out_proj.
+  /// The head on the first token: BERT's pooler (bert.pooler.dense), tanh, and classifier;
+  /// RoBERTa's classifier.dense, tanh, and classifier.out_proj; DistilBERT's pre_classifier,
+  /// ReLU, and classifier.
   torch::nn::Linear head_dense{nullptr}, head_output{nullptr};
 
  private:
@@ -154,8 +167,8 @@ class HfBertImpl : public torch::nn::Module {
 /// Module holder for HfBertImpl.
 TORCH_MODULE(HfBert);
 
-/// A BERT or RoBERTa classifier loaded from a model directory, and what the checkpoint did not
-/// hold or the classifier does not use.
+/// A BERT, RoBERTa or DistilBERT classifier loaded from a model directory, and what the checkpoint
+/// did not hold or the classifier does not use.
 struct LoadedHfBert {
   HfBert model{nullptr};
   /// Tensors freshly initialised because the checkpoint lacks them (a sentence-transformers
@@ -163,15 +176,16 @@ struct LoadedHfBert {
   std::vector<std::string> fresh;
   /// The checkpoint's tensors of heads the classifier has no use for, skipped: BERT's
   /// pre-training heads (cls.*, as bert-base-uncased has), RoBERTa's masked-LM head (lm_head.*)
-  /// and pooler (roberta-base has both).
+  /// and pooler (roberta-base has both), DistilBERT's masked-LM head (vocab_transform,
+  /// vocab_layer_norm, vocab_projector).
   std::vector<std::string> unused;
 };
 
-/// The BERT or RoBERTa of the model directory `directory` as a classifier of `num_labels` classes
-/// (0: the config's id2label, else 2), in float32. A checkpoint of BertModel or RobertaModel (no
-/// "bert." or "roberta." prefix) loads; a missing classifier or pooler is initialised afresh and
-/// listed in `fresh`, and so is a classifier for another number of classes than `num_labels`.
-/// Throws InputError naming the directory and what is wrong with it.
+/// The BERT, RoBERTa or DistilBERT of the model directory `directory` as a classifier of
+/// `num_labels` classes (0: the config's id2label, else 2), in float32. A checkpoint of the bare
+/// encoder (no "bert.", "roberta." or "distilbert." prefix) loads; a missing classifier or pooler
+/// is initialised afresh and listed in `fresh`, and so is a classifier for another number of
+/// classes than `num_labels`. Throws InputError naming the directory and what is wrong with it.
 LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels = 0);
 
 }  // namespace bigbatch::models

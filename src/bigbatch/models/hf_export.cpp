@@ -160,8 +160,8 @@ PeftExport peft_export(const HfModel& model, const fs::path& source,
   std::set<std::string> unmatched(options.modules_to_save().begin(),
                                   options.modules_to_save().end());
   std::set<std::string> wanted;
-  for (const std::string& fresh : model.fresh_modules())
-    wanted.insert(fresh);
+  for (const std::string& head : model.trained_heads())
+    wanted.insert(head);
   const auto modules = module.named_modules("", /*include_self=*/false);
   for (const auto& item : modules) {
     for (const std::string& pattern : options.modules_to_save()) {

@@ -35,8 +35,9 @@ struct HfExportOptions {
   /// id2label when it has as many classes, else "LABEL_0", "LABEL_1", ...
   TORCH_ARG(std::vector<std::string>, class_names) = {};
   /// kPeft: the modules saved in full besides the adapters (PEFT's modules_to_save), matched as
-  /// nn::LoraOptions::trainable (pass the same list). Modules holding tensors that the source
-  /// lacked (HfModel::fresh, such as a new classifier) are added to them.
+  /// nn::LoraOptions::trainable (pass the same list). HfModel::trained_heads() are added to
+  /// them: the modules of tensors the source lacked (such as a new classifier) and a
+  /// classifier's head, which peft's sequence classification loads whole.
   TORCH_ARG(std::vector<std::string>, modules_to_save) = {};
   /// Whether an output directory that holds files may be replaced.
   TORCH_ARG(bool, overwrite) = false;

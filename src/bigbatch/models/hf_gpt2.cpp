@@ -175,7 +175,7 @@ HfGpt2 load_hf_gpt2(const std::string& directory) {
   load_hf_weights(*model, io::read_hf_weights(directory),
                   HfLoadOptions()
                       .optional_prefix("transformer.")
-                      .ignored_suffixes({".attn.bias", ".attn.masked_bias"}),
+                      .ignored_suffixes({"attn.bias", "attn.masked_bias"}),
                   directory);
   return model;
 }

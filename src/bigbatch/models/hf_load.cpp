@@ -44,7 +44,7 @@ HfLoadResult load_hf_weights(torch::nn::Module& module, const io::HfWeights& wei
   std::string missing;
   const auto is_ignored = [&options](const std::string& name) {
     for (const std::string& suffix : options.ignored_suffixes()) {
-      if (ends_with(name, suffix))
+      if (name == suffix || ends_with(name, "." + suffix))
         return true;
     }
     return false;

@@ -16,9 +16,10 @@ struct HfLoadOptions {
   /// A prefix of the module's names that a checkpoint may lack: "transformer." for a GPT-2 saved
   /// as GPT2Model rather than GPT2LMHeadModel.
   TORCH_ARG(std::string, optional_prefix) = "";
-  /// Checkpoint tensors to skip, by the end of their name: buffers that are no parameters
-  /// (GPT-2's ".attn.bias" and ".attn.masked_bias" of older checkpoints), or a head replaced
-  /// by a fresh one (then also listed under fresh_prefixes).
+  /// Checkpoint tensors to skip, by the end of their name on a dot (a suffix "classifier.weight"
+  /// skips "classifier.weight" and "x.classifier.weight", not "pre_classifier.weight"): buffers
+  /// that are no parameters (GPT-2's "attn.bias" and "attn.masked_bias" of older checkpoints),
+  /// or a head replaced by a fresh one (then also listed under fresh_prefixes).
   TORCH_ARG(std::vector<std::string>, ignored_suffixes) = {};
   /// Module names under these prefixes may be absent from the checkpoint and keep their fresh
   /// initialisation (a classifier head a pretrained encoder never had).

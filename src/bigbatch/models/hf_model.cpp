@@ -31,14 +31,29 @@ HfTask hf_task_of(const std::string& model_type) {
   return hf_architecture(model_type).task;
 }
 
-std::vector<std::string> HfModel::fresh_modules() const {
-  std::vector<std::string> modules;
-  for (const std::string& name : fresh) {
-    const std::string module =
-        starts_with(name, "classifier.") ? "classifier" : name.substr(0, name.rfind('.'));
-    if (std::find(modules.begin(), modules.end(), module) == modules.end())
-      modules.push_back(module);
+std::vector<std::string> HfModel::trained_heads() const {
+  std::vector<std::string> heads;
+  if (task == HfTask::kClassification) {
+    for (const auto& item : module()->named_modules("", /*include_self=*/false)) {
+      if (ends_with(item.key(), "classifier") || ends_with(item.key(), "score"))
+        heads.push_back(item.key());
+    }
   }
+  std::vector<std::string> modules;
+  const auto add = [&modules](const std::string& name) {
+    if (std::find(modules.begin(), modules.end(), name) == modules.end())
+      modules.push_back(name);
+  };
+  for (const std::string& name : fresh) {
+    std::string owner = name.substr(0, name.rfind('.'));
+    for (const std::string& head : heads) {
+      if (starts_with(owner + ".", head + "."))
+        owner = head;
+    }
+    add(owner);
+  }
+  for (const std::string& head : heads)
+    add(head);
   return modules;
 }
 
@@ -147,7 +162,7 @@ std::string HfModel::describe() const {
 int64_t HfModel::lookup_parameters() const {
   if (bert) {
     return bert->word_embeddings->weight.numel() + bert->position_embeddings->weight.numel() +
-           bert->token_type_embeddings->weight.numel();
+           (bert->token_type_embeddings ? bert->token_type_embeddings->weight.numel() : 0);
   }
   if (llama)
     return llama->lm_head_weight.defined() ? llama->embed_tokens->weight.numel() : 0;
@@ -164,6 +179,11 @@ std::string HfModel::dropouts() const {
            {"resid_pdrop", c.resid_pdrop()}};
   } else if (llama) {
     all = {{"attention_dropout", llama->config().attention_dropout()}};
+  } else if (bert->config().is_distilbert()) {  // under the names of its config.json
+    const HfBertConfig& c = bert->config();
+    all = {{"dropout", c.hidden_dropout_prob()},
+           {"attention_dropout", c.attention_probs_dropout_prob()},
+           {"seq_classif_dropout", c.classifier_dropout()}};
   } else {
     const HfBertConfig& c = bert->config();
     all = {{"hidden_dropout_prob", c.hidden_dropout_prob()},

@@ -43,10 +43,12 @@ struct HfModel {
   /// RoBERTa's masked-LM head and pooler), skipped.
   std::vector<std::string> unused;
 
-  /// The modules of the fresh tensors, as PEFT trains and saves them: a classifier's head
-  /// `classifier` whole (RoBERTa's dense and out_proj together), else each tensor's module
-  /// ("bert.pooler.dense").
-  std::vector<std::string> fresh_modules() const;
+  /// The modules that train in full beside LoRA adapters and that a PEFT adapter saves whole:
+  /// those of the fresh tensors ("bert.pooler.dense"), and a classifier's head as PEFT's
+  /// sequence classification wraps it (modules_to_save "classifier" and "score", matched as PEFT
+  /// matches them: every module whose name ends so, DistilBERT's "pre_classifier" too). A fresh
+  /// tensor inside a head counts as the head (RoBERTa's classifier.dense -> "classifier").
+  std::vector<std::string> trained_heads() const;
   /// The module (parameters named as in the checkpoint).
   std::shared_ptr<torch::nn::Module> module() const;
   /// input_ids (B, T) int64; attention_mask (B, T) with 1 at real tokens, or undefined -> logits

@@ -277,6 +277,27 @@ void edit_json(const fs::path& path, const std::function<void(nlohmann::json&)>&
   std::ofstream(path) << json.dump(1);
 }
 
+TEST(HfTrainCommand, AnXlmRobertaWithItsUnigramTokenizerClassifies) {
+  testing::TempDir dir;
+  // tiny-roberta's weights as an XLM-RoBERTa with XLM-RoBERTa's tokenizer (402 ids of its 425).
+  const std::string model = edited_model(dir, "tiny-roberta", [](const fs::path& d) {
+    edit_json(d / "config.json", [](nlohmann::json& c) { c["model_type"] = "xlm-roberta"; });
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+      fs::copy_file(kHf + "tokenizers/xlmr-unigram/" + file, d / file,
+                    fs::copy_options::overwrite_existing);
+  });
+  const std::string texts = write_class_folders(dir, {"Größe café", "Привет мир"}, 10);
+  const Result r = run("train " + hf_settings("tiny-roberta") + "-s model.path=" + model +
+                       " -s data.path=" + texts +
+                       " -s data.min_per_class=5 -s train.steps=2 -s train.eval_every=2 "
+                       "--run-dir " +
+                       (dir.path() / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("xlm-roberta: 2 layers, width 32, 4 heads, vocabulary 425, 2 "
+                                  "classes, context 24 tokens; fresh: classifier.out_proj.weight"));
+  EXPECT_THAT(r.output, HasSubstr("Unigram, 402 tokens (tokenizer.json)"));
+}
+
 /// Writes two classes of 12 texts of 1 to 12 words (most rows of a micro-batch are padded) and a
 /// copy of tiny-bert without dropout into `dir`; returns the train command for them, up to its
 /// further settings: "train <model and data settings> ".
@@ -412,10 +433,10 @@ TEST(HfTrainCommand, BadModelDirectoriesAndSettingsExitWith2AndWriteNothing) {
   expect_refused(model(edited_model(dir, "tiny-bert",
                                     [](const fs::path& d) {
                                       edit_json(d / "tokenizer.json", [](nlohmann::json& t) {
-                                        t["model"]["type"] = "Unigram";
+                                        t["model"]["type"] = "WordLevel";
                                       });
                                     })),
-                 "Unigram");
+                 "model type \"WordLevel\" is not supported");
   expect_refused(model(kHf + "tiny-gpt2") + "-s train.concurrent_micro_batches=2",
                  "train.concurrent_micro_batches = 2 needs a model without dropout: " + kHf +
                      "tiny-gpt2/config.json has embd_pdrop 0.1, attn_pdrop 0.1, resid_pdrop 0.1");

@@ -71,7 +71,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
                          ::testing::Values("minilm-l6-v2", "bert-wordpiece", "bert-cased-wordpiece",
                                            "gpt2-bpe", "llama3-bpe", "qwen2-bpe",
                                            "llama2-bpe-fallback", "llama2-metaspace",
-                                           "llama2-sentencepiece", "gemma-bpe", "roberta-bpe"),
+                                           "llama2-sentencepiece", "gemma-bpe", "roberta-bpe",
+                                           "xlmr-unigram"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            for (char& c : name)
@@ -82,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
 
 TEST(GoldenFile, EveryFixtureIsTested) {
   // A fixture added to golden.json without a test instance would be skipped silently.
-  EXPECT_EQ(golden()["fixtures"].size(), 11u);
+  EXPECT_EQ(golden()["fixtures"].size(), 12u);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ tokenizers 0.23.3, transformers 5.24.0 and sentencepiece 0.2.3:
 
     ~/.cache/bigbatch/torch-2.15.0/bin/python tests/text/make_tokenizer_fixtures.py
 """
+import base64
 import glob
 import json
 import os
@@ -366,6 +367,93 @@ def roberta():
     return directory
 
 
+def protobuf_fields(buf):
+    """(field number, value) of a protobuf message's varint and length-delimited fields: enough
+    to read a SentencePiece model's normalizer without the protobuf package."""
+    def varint(i):
+        shift = value = 0
+        while True:
+            b = buf[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return value, i
+    i = 0
+    while i < len(buf):
+        key, i = varint(i)
+        wire = key & 7
+        if wire == 0:
+            value, i = varint(i)
+        elif wire == 2:
+            n, i = varint(i)
+            value, i = buf[i:i + n], i + n
+        elif wire == 5:
+            value, i = buf[i:i + 4], i + 4
+        elif wire == 1:
+            value, i = buf[i:i + 8], i + 8
+        else:
+            raise ValueError(f"protobuf wire type {wire}")
+        yield key >> 3, value
+
+
+def xlmr():
+    """XLM-RoBERTa's tokenizer.json as the Hub's xlm-roberta-base has it: a SentencePiece Unigram
+    (trained here by the `sentencepiece` package with its default nmt_nfkc rules) whose compiled
+    normalizer becomes the Precompiled normalizer, then Replace of runs of spaces, Metaspace,
+    <s> ... </s>, and fairseq's layout (<s>, <pad>, </s>, <unk>, the pieces, <mask> last)."""
+    work = os.path.join(OUT, "..", "xlmr-work")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    with open(os.path.join(work, "corpus.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(corpus()))
+    prefix = os.path.join(work, "xlmr")
+    sentencepiece.SentencePieceTrainer.train(
+        input=os.path.join(work, "corpus.txt"), model_prefix=prefix, vocab_size=400,
+        model_type="unigram", character_coverage=1.0, normalization_rule_name="nmt_nfkc",
+        minloglevel=2)
+    with open(prefix + ".model", "rb") as f:
+        proto = f.read()
+    sp = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
+    shutil.rmtree(work)
+    charsmap = next(value for number, spec in protobuf_fields(proto) if number == 3
+                    for number2, value in protobuf_fields(spec) if number2 == 2)
+    vocab = [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
+    vocab += [[sp.id_to_piece(i), sp.get_score(i)] for i in range(3, sp.get_piece_size())]
+    vocab.append(["<mask>", 0.0])
+    mask = added(len(vocab) - 1, "<mask>")
+    mask["lstrip"] = True
+    t = shell(
+        added_tokens=[added(0, "<s>"), added(1, "<pad>"), added(2, "</s>"), added(3, "<unk>"),
+                      mask],
+        normalizer={"type": "Sequence", "normalizers": [
+            {"type": "Precompiled",
+             "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        pre_tokenizer={"type": "Metaspace", "replacement": "▁", "add_prefix_space": True},
+        post_processor={
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},
+                               "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}},
+        decoder={"type": "Metaspace", "replacement": "▁", "add_prefix_space": True},
+        model={"type": "Unigram", "unk_id": 3, "vocab": vocab, "byte_fallback": False})
+    return write_fixture("xlmr-unigram", t, {
+        "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>",
+        "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
+        "model_max_length": 512, "tokenizer_class": "XLMRobertaTokenizer"},
+        {"bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>",
+         "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"})
+
+
 def llama2_metaspace(bpe_directory):
     """Llama 2's BPE in the other tokenizer.json form (transformers' conversion with
     legacy=False): no normalizer, a Metaspace pre-tokenizer that prepends "▁" to the start of
@@ -428,12 +516,15 @@ def golden_of_tokenizer_json(directory):
     tok.no_truncation()
     tok.no_padding()
     with open(os.path.join(directory, "tokenizer_config.json")) as f:
-        llama = json.load(f).get("tokenizer_class") == "LlamaTokenizer"
+        own_pipeline = json.load(f).get("tokenizer_class") in ("LlamaTokenizer",
+                                                                "XLMRobertaTokenizer")
     # transformers 5's LlamaTokenizer builds its own pipeline (Metaspace, legacy=False) instead of
-    # the file's, so the Llama 2 tokenizer.json is checked through PreTrainedTokenizerFast, which
-    # runs tokenizer.json as it is.
+    # the file's, and its XLMRobertaTokenizer too (WhitespaceSplit + Metaspace, no Replace: it
+    # differs around special tokens written in the text and at trailing spaces), so those
+    # tokenizer.json files are checked through PreTrainedTokenizerFast, which runs tokenizer.json
+    # as it is.
     auto = (transformers.PreTrainedTokenizerFast(
-        tokenizer_file=os.path.join(directory, "tokenizer.json")) if llama
+        tokenizer_file=os.path.join(directory, "tokenizer.json")) if own_pipeline
         else transformers.AutoTokenizer.from_pretrained(directory))
     rows = []
     for text in TEXTS:
@@ -490,7 +581,7 @@ def main():
     golden_path = os.path.join(OUT, "golden.json")
     golden = {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__,
               "sentencepiece": sentencepiece.__version__, "fixtures": {}}
-    alone = {"gemma-bpe": gemma, "roberta-bpe": roberta}
+    alone = {"gemma-bpe": gemma, "roberta-bpe": roberta, "xlmr-unigram": xlmr}
     if sys.argv[1:2] == ["--only"]:
         # Adds or remakes one fixture; every other fixture and golden entry stays as it is.
         if len(sys.argv) != 3 or sys.argv[2] not in alone:
@@ -502,7 +593,7 @@ def main():
         fixtures = [minilm(), bert("bert-wordpiece", True), bert("bert-cased-wordpiece", False),
                     gpt2(), llama3(), qwen2(), llama2_bpe()]
         fixtures.append(llama2_metaspace(fixtures[-1]))
-        fixtures += [gemma(), roberta()]
+        fixtures += [gemma(), roberta(), xlmr()]
     for directory in fixtures:
         rows, size, pair = golden_of_tokenizer_json(directory)
         golden["fixtures"][os.path.basename(directory)] = {"vocab_size": size, "texts": rows,

@@ -1,5 +1,5 @@
-// Encoding speed on the English fortunes (Debian's `fortunes`): the MiniLM tokenizer (WordPiece)
-// and the GPT-2 fixture (byte-level BPE), printed in MB/s for docs/TOKENIZERS.md. It checks only
+// Encoding speed on the English fortunes (Debian's `fortunes`): the MiniLM tokenizer (WordPiece),
+// the GPT-2 fixture (byte-level BPE) and the XLM-RoBERTa fixture (Precompiled + Unigram), printed in MB/s for docs/TOKENIZERS.md. It checks only
 // that every text encodes; the numbers are read from the log:
 //   build-text/tests/bigbatch_text_tests --gtest_filter='TokenizerSpeed.*'
 #include <chrono>
@@ -67,6 +67,10 @@ TEST(TokenizerSpeed, MiniLmOnFortunes) {
 
 TEST(TokenizerSpeed, Gpt2FixtureOnFortunes) {
   measure("gpt2-bpe");
+}
+
+TEST(TokenizerSpeed, XlmrUnigramFixtureOnFortunes) {
+  measure("xlmr-unigram");
 }
 
 }  // namespace

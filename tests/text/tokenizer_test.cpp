@@ -166,8 +166,9 @@ TEST(TokenizerErrors, CorruptSentencePieceModel) {
 TEST(TokenizerErrors, UnknownModelTypeIsNamed) {
   TempDir dir;
   const std::string e =
-      edited_error(dir, [](nlohmann::json& j) { j["model"]["type"] = "Unigram"; });
-  EXPECT_NE(e.find("(model): model type \"Unigram\" is not supported (supported: BPE, WordPiece)"),
+      edited_error(dir, [](nlohmann::json& j) { j["model"]["type"] = "WordLevel"; });
+  EXPECT_NE(e.find("(model): model type \"WordLevel\" is not supported (supported: BPE, "
+                   "WordPiece, Unigram)"),
             std::string::npos)
       << e;
 }
@@ -182,8 +183,22 @@ TEST(TokenizerErrors, UnknownComponentTypesAreNamedWithTheSupportedOnes) {
                    "not supported (supported: BertPreTokenizer, ByteLevel"),
             std::string::npos)
       << e;
-  e = edited_error(dir, [](nlohmann::json& j) { j["normalizer"] = {{"type", "Precompiled"}}; });
-  EXPECT_NE(e.find("normalizer type \"Precompiled\" is not supported (supported: BertNormalizer"),
+  e = edited_error(dir, [](nlohmann::json& j) { j["normalizer"] = {{"type", "Nmt"}}; });
+  EXPECT_NE(e.find("normalizer type \"Nmt\" is not supported (supported: BertNormalizer"),
+            std::string::npos)
+      << e;
+  e = edited_error(dir, [](nlohmann::json& j) {
+    j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "not base64!"}};
+  });
+  EXPECT_NE(e.find("(normalizer.precompiled_charsmap): expected base64 of a SentencePiece "
+                   "charsmap"),
+            std::string::npos)
+      << e;
+  e = edited_error(dir, [](nlohmann::json& j) {
+    j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "QAAAAAAA"}};
+  });
+  EXPECT_NE(e.find("(normalizer.precompiled_charsmap): the trie's size 64 does not fit the 6 "
+                   "bytes of the charsmap"),
             std::string::npos)
       << e;
   e = edited_error(dir, [](nlohmann::json& j) { j["decoder"] = {{"type", "CTC"}}; });

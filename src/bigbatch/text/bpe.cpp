@@ -1,6 +1,5 @@
 #include "bigbatch/text/bpe.h"
 
-#include <cstdio>
 #include <queue>
 
 #include "bigbatch/core/check.h"
@@ -24,11 +23,7 @@ Bpe::Bpe(const nlohmann::json& j, const JsonPlace& place)
   fuse_unk_ = bool_member(j, "fuse_unk", place, false);
   byte_fallback_ = bool_member(j, "byte_fallback", place, false);
   ignore_merges_ = bool_member(j, "ignore_merges", place, false);
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
-    byte_ids_[b] = vocab_.find(name).value_or(-1);
-  }
+  byte_ids_ = byte_piece_ids(vocab_);
 
   const nlohmann::json& merges = member(j, "merges", place);
   BB_CHECK_INPUT(merges.is_array(), place.at("merges").str(), ": expected a list");

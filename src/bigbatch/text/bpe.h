@@ -1,6 +1,7 @@
 // The BPE model: byte-level (GPT-2, Llama 3, Qwen2) and with byte fallback (Llama 2).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,7 +37,7 @@ class Bpe : public Model {
   std::optional<int64_t> unk_id_;
   std::string prefix_, suffix_;
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
-  int64_t byte_ids_[256];  ///< id of "<0xNN>", -1 where the vocabulary lacks it
+  std::array<int64_t, 256> byte_ids_;  ///< id of "<0xNN>", -1 where the vocabulary lacks it
 };
 
 }  // namespace bigbatch::text

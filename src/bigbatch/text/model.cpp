@@ -1,7 +1,10 @@
 #include "bigbatch/text/model.h"
 
+#include <cstdio>
+
 #include "bigbatch/core/check.h"
 #include "bigbatch/text/bpe.h"
+#include "bigbatch/text/unigram.h"
 #include "bigbatch/text/wordpiece.h"
 
 namespace bigbatch::text {
@@ -34,6 +37,16 @@ std::optional<int64_t> Vocab::find(const std::string& token) const {
   return it->second;
 }
 
+std::array<int64_t, 256> byte_piece_ids(const Vocab& vocab) {
+  std::array<int64_t, 256> ids;
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    ids[b] = vocab.find(name).value_or(-1);
+  }
+  return ids;
+}
+
 std::unique_ptr<Model> make_model(const nlohmann::json& j, const JsonPlace& place) {
   // Older files have no "type" in the model: tokenizers then guesses from the fields.
   std::string type;
@@ -45,7 +58,9 @@ std::unique_ptr<Model> make_model(const nlohmann::json& j, const JsonPlace& plac
     return std::make_unique<Bpe>(j, place);
   if (type == "WordPiece")
     return std::make_unique<WordPiece>(j, place);
-  unsupported_type("model", type, place, "BPE, WordPiece");
+  if (type == "Unigram")
+    return std::make_unique<Unigram>(j, place);
+  unsupported_type("model", type, place, "BPE, WordPiece, Unigram");
 }
 
 }  // namespace bigbatch::text

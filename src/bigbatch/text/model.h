@@ -1,6 +1,7 @@
-// tokenizer.json's "model": words to ids (BPE, WordPiece), and the vocabulary they share.
+// tokenizer.json's "model": words to ids (BPE, WordPiece, Unigram), and the vocabulary they share.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,6 +25,9 @@ struct Vocab {
   std::optional<int64_t> find(const std::string& token) const;
 };
 
+/// The ids of the byte pieces "<0x00>" .. "<0xFF>" of `vocab` (byte fallback), -1 where absent.
+std::array<int64_t, 256> byte_piece_ids(const Vocab& vocab);
+
 /// Turns one pre-tokenized word into ids.
 class Model {
  public:
@@ -32,7 +36,7 @@ class Model {
   virtual void tokenize(const std::string& word, std::vector<int64_t>& out) const = 0;
   /// The model's vocabulary.
   virtual const Vocab& vocab() const = 0;
-  /// "BPE" or "WordPiece".
+  /// "BPE", "WordPiece" or "Unigram".
   virtual std::string name() const = 0;
 };
 

@@ -4,13 +4,14 @@
 
 #include "bigbatch/core/check.h"
 #include "bigbatch/text/pattern.h"
+#include "bigbatch/text/precompiled.h"
 #include "bigbatch/text/unicode.h"
 
 namespace bigbatch::text {
 
 const char* const kSupportedNormalizers =
     "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Prepend, Replace, Strip, "
-    "Sequence";
+    "Precompiled, Sequence";
 
 namespace {
 
@@ -215,6 +216,8 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const JsonP
   if (type == "Strip")
     return std::make_unique<Strip>(bool_member(j, "strip_left", place, true),
                                    bool_member(j, "strip_right", place, true));
+  if (type == "Precompiled")
+    return std::make_unique<PrecompiledNormalizer>(j, place);
   if (type == "Sequence") {
     auto parts = component_list<Normalizer>(j, "normalizers", place, make_normalizer);
     return std::make_unique<Sequence>(std::move(parts));

@@ -1,5 +1,8 @@
 #include "bigbatch/text/unicode.h"
 
+#include <memory>
+
+#include <unicode/brkiter.h>
 #include <unicode/errorcode.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
@@ -134,6 +137,30 @@ std::string utf8_lossy(const std::string& bytes) {
     pos += scan.length;
   }
   return out;
+}
+
+std::vector<std::size_t> grapheme_ends(const std::string& text) {
+  // UTF-16 for ICU, with the UTF-8 offset of every UTF-16 index.
+  icu::UnicodeString utf16;
+  std::vector<std::size_t> byte_at;
+  for (std::size_t pos = 0; pos < text.size();) {
+    char32_t cp;
+    const std::size_t n = next_code_point(text, pos, cp);
+    for (int unit = 0; unit < U16_LENGTH(cp); ++unit)
+      byte_at.push_back(pos);
+    utf16.append(static_cast<UChar32>(cp));
+    pos += n;
+  }
+  byte_at.push_back(text.size());
+  icu::ErrorCode status;
+  std::unique_ptr<icu::BreakIterator> breaks(
+      icu::BreakIterator::createCharacterInstance(icu::Locale::getRoot(), status));
+  BB_CHECK(status.isSuccess(), "ICU's character break iterator: ", status.errorName());
+  breaks->setText(utf16);
+  std::vector<std::size_t> ends;
+  for (int32_t end = breaks->next(); end != icu::BreakIterator::DONE; end = breaks->next())
+    ends.push_back(byte_at[end]);
+  return ends;
 }
 
 std::string normalize(const std::string& text, NormalForm form) {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace bigbatch::text {
 
@@ -22,6 +23,10 @@ std::string utf8_lossy(const std::string& bytes);
 
 /// Whether `bytes` is valid UTF-8.
 bool is_valid_utf8(const std::string& bytes);
+
+/// The byte offsets where the extended grapheme clusters of valid UTF-8 `text` end, in order
+/// (ICU's character break iterator, Unicode's UAX #29): "e\u0301x" -> {3, 4}.
+std::vector<std::size_t> grapheme_ends(const std::string& text);
 
 /// Unicode normalization forms.
 enum class NormalForm { kNFC, kNFD, kNFKC, kNFKD };

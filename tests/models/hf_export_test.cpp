@@ -5,6 +5,7 @@
 // compares with the logits this test writes (skipped, saying what is missing, where the build's
 // Python lacks transformers or peft). Every refusal is named.
 #include "bigbatch/models/hf_export.h"
+#include "bigbatch/models/peft_adapter.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -230,6 +231,12 @@ TEST_P(HfExportRoundTrip, PeftAdapter) {
   const torch::Tensor float32_logits = logits_of(again, in);
   nn::store_frozen_weights(*again.module(), torch::kBFloat16);
   EXPECT_LE(max_difference(logits_of(again, in), logits, in), 1e-6);
+  // As predict and generate load it: the adapter directory on its base, a classifier with the
+  // classes of its saved head.
+  const HfModel loaded = load_hf_model_with_peft_adapter((dir_.path() / "peft").string(),
+                                                         fixture_dir(GetParam().name));
+  EXPECT_EQ(loaded.outputs(), model.outputs());
+  EXPECT_LE(max_difference(logits_of(loaded, in), float32_logits, in), 1e-6);
   check_in_python(model, "peft", HfExportMode::kPeft, float32_logits, in);
 }
 

@@ -255,8 +255,8 @@ Subcommand add_predict(CLI::App& app) {
   predict->add_option("--base", options->base, kAdapterBaseHelp);
   predict
       ->add_option("--input", options->input_path,
-                   "resnet: IDX images (gzip or raw); bert: a text file, inputs separated by lines "
-                   "holding only %")
+                   "resnet: IDX images (gzip or raw); bert and the Hugging Face classifiers: a "
+                   "text file, inputs separated by lines holding only %")
       ->required();
   predict->add_option("--top", options->top, "classes printed per input, likeliest first")
       ->capture_default_str();

@@ -202,12 +202,15 @@ std::vector<std::string> apply_peft_lora(torch::nn::Module& module, const PeftLo
 
 HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std::string& base) {
   const PeftLoraConfig config = read_peft_lora_config(directory);
-  // A classifier gets the classes of its saved head.
+  // A classifier gets the classes of its saved head: BERT's and DistilBERT's classifier,
+  // RoBERTa's classifier.out_proj.
   int64_t num_labels = 0;
   {
     const io::Safetensors weights = io::map_safetensors(config.weights_path);
-    if (const torch::Tensor* head = weights.find(std::string(kPeftPrefix) + "classifier.weight"))
-      num_labels = head->size(0);
+    for (const char* output : {"classifier.weight", "classifier.out_proj.weight"}) {
+      if (const torch::Tensor* head = weights.find(std::string(kPeftPrefix) + output))
+        num_labels = head->size(0);
+    }
   }
   const std::string base_directory = peft_base_model(directory, base);
   HfModel model = load_hf_model(base_directory, num_labels);

@@ -17,7 +17,12 @@ beside it, the tensors roberta-base holds (roberta.*, roberta.pooler.*, lm_head.
 
 tests/hf/tiny-distilbert/ (DistilBertForSequenceClassification, 3 labels, the bert-wordpiece
 tokenizer) and tests/hf/tiny-distilbert-golden.json; tests/hf/tiny-distilbert-mlm/: the same
-encoder in a DistilBertForMaskedLM, as distilbert-base-uncased is. Run with the wheel's Python after installing transformers:
+encoder in a DistilBertForMaskedLM, as distilbert-base-uncased is.
+
+tests/hf/tiny-electra/ (ElectraForSequenceClassification, 3 labels, embeddings of 16 projected to
+the width of 32, the bert-wordpiece tokenizer) and tests/hf/tiny-electra-golden.json;
+tests/hf/tiny-electra-discriminator/: the same encoder in an ElectraForPreTraining, as
+google/electra-base-discriminator is. Run with the wheel's Python after installing transformers:
 
     ~/.cache/bigbatch/torch-2.15.0/bin/pip install transformers
     ~/.cache/bigbatch/torch-2.15.0/bin/python tests/hf/make_tiny_bert.py
@@ -43,17 +48,36 @@ def perturb_norms_and_biases(model):
 
 
 def golden_of(model_class, directory, ids, mask, types, labels):
-    """transformers' eager outputs of the saved classifier in `directory`."""
+    """transformers' eager outputs of the saved classifier in `directory` (types None: a model
+    without token types)."""
     loaded = model_class.from_pretrained(directory, attn_implementation="eager").eval()
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if types is not None:
+        inputs["token_type_ids"] = types
     with torch.no_grad():
-        out = loaded(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels,
-                     output_hidden_states=True)
-    return {"transformers": transformers.__version__, "torch": torch.__version__,
-            "input_ids": ids.tolist(), "attention_mask": mask.tolist(),
-            "token_type_ids": types.tolist(), "labels": labels.tolist(),
-            "logits": out.logits.flatten().tolist(), "loss": out.loss.item(),
-            "last_hidden_state": out.hidden_states[-1].flatten().tolist(),
-            "hidden_shape": list(out.hidden_states[-1].shape)}
+        out = loaded(**inputs, labels=labels, output_hidden_states=True)
+    golden = {"transformers": transformers.__version__, "torch": torch.__version__}
+    golden.update({key: value.tolist() for key, value in inputs.items()})
+    golden.update({"labels": labels.tolist(), "logits": out.logits.flatten().tolist(),
+                   "loss": out.loss.item(),
+                   "last_hidden_state": out.hidden_states[-1].flatten().tolist(),
+                   "hidden_shape": list(out.hidden_states[-1].shape)})
+    return golden
+
+
+def save_with_pretrained_twin(model, name, twin_class, twin_name, encoder, tokenizer):
+    """Saves the classifier `model` as tests/hf/`name`, and its encoder (the attribute `encoder`)
+    in a fresh `twin_class` (the pre-training model the Hub's checkpoint is) as `twin_name`, each
+    with the tokenizer fixture `tokenizer`; returns the classifier's directory."""
+    directory = os.path.join(HERE, name)
+    model.save_pretrained(directory)
+    tiny_tokenizers.copy_tokenizer(tokenizer, directory)
+    twin = twin_class(model.config)
+    getattr(twin, encoder).load_state_dict(getattr(model, encoder).state_dict())
+    twin_directory = os.path.join(HERE, twin_name)
+    twin.save_pretrained(twin_directory)
+    tiny_tokenizers.copy_tokenizer(tokenizer, twin_directory)
+    return directory
 
 
 def bert_pretraining(config, encoder):
@@ -116,32 +140,41 @@ def distilbert():
         for key, p in model.named_parameters():
             if "layer_norm" in key:
                 p.add_(torch.randn_like(p) * 0.1)
-    directory = os.path.join(HERE, "tiny-distilbert")
-    model.save_pretrained(directory)
-    tiny_tokenizers.copy_tokenizer("bert-wordpiece", directory)
-    mlm = transformers.DistilBertForMaskedLM(config)
-    mlm.distilbert.load_state_dict(model.distilbert.state_dict())
-    mlm_directory = os.path.join(HERE, "tiny-distilbert-mlm")
-    mlm.save_pretrained(mlm_directory)
-    tiny_tokenizers.copy_tokenizer("bert-wordpiece", mlm_directory)
+    directory = save_with_pretrained_twin(model, "tiny-distilbert", transformers.DistilBertForMaskedLM,
+                                          "tiny-distilbert-mlm", "distilbert", "bert-wordpiece")
     ids = torch.randint(1, config.vocab_size, (2, 10))
     mask = torch.ones_like(ids)
     mask[1, 7:] = 0
     ids[1, 7:] = 0  # the pad token
-    loaded = transformers.DistilBertForSequenceClassification.from_pretrained(
-        directory, attn_implementation="eager").eval()
-    labels = torch.tensor([0, 2])
-    with torch.no_grad():
-        out = loaded(input_ids=ids, attention_mask=mask, labels=labels, output_hidden_states=True)
-    golden = {"transformers": transformers.__version__, "torch": torch.__version__,
-              "input_ids": ids.tolist(), "attention_mask": mask.tolist(),
-              "labels": labels.tolist(), "logits": out.logits.flatten().tolist(),
-              "loss": out.loss.item(),
-              "last_hidden_state": out.hidden_states[-1].flatten().tolist(),
-              "hidden_shape": list(out.hidden_states[-1].shape)}
+    golden = golden_of(transformers.DistilBertForSequenceClassification, directory, ids, mask,
+                       None, torch.tensor([0, 2]))
     with open(os.path.join(HERE, "tiny-distilbert-golden.json"), "w") as f:
         json.dump(golden, f)
     print(f"wrote {directory}, tiny-distilbert-mlm and tiny-distilbert-golden.json; loss "
+          f"{golden['loss']:.6f}, logits {golden['logits']}")
+
+
+def electra():
+    torch.manual_seed(43)
+    config = transformers.ElectraConfig(
+        vocab_size=tiny_tokenizers.vocab_size("bert-wordpiece"), embedding_size=16,
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=32, num_labels=3)
+    model = transformers.ElectraForSequenceClassification(config).eval()
+    perturb_norms_and_biases(model)
+    directory = save_with_pretrained_twin(model, "tiny-electra", transformers.ElectraForPreTraining,
+                                          "tiny-electra-discriminator", "electra", "bert-wordpiece")
+    ids = torch.randint(1, config.vocab_size, (2, 10))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    ids[1, 5:] = 0  # the pad token
+    types = torch.zeros_like(ids)
+    types[0, 6:] = 1
+    golden = golden_of(transformers.ElectraForSequenceClassification, directory, ids, mask, types,
+                       torch.tensor([1, 0]))
+    with open(os.path.join(HERE, "tiny-electra-golden.json"), "w") as f:
+        json.dump(golden, f)
+    print(f"wrote {directory}, tiny-electra-discriminator and tiny-electra-golden.json; loss "
           f"{golden['loss']:.6f}, logits {golden['logits']}")
 
 
@@ -173,6 +206,7 @@ def main():
     bert_pretraining(config, model.bert)
     roberta()
     distilbert()
+    electra()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ namespace bigbatch::testing {
 struct EncoderGolden {
   nlohmann::json json;
   torch::Tensor ids, mask;  ///< (B, T) int64
+  torch::Tensor types;      ///< (B, T) int64, or undefined where the file has none
 };
 
 inline EncoderGolden encoder_golden(const std::string& name) {
@@ -27,6 +28,8 @@ inline EncoderGolden encoder_golden(const std::string& name) {
   g.json = nlohmann::json::parse(read_file(hf_dir(name)));
   g.ids = int_rows(g.json["input_ids"]);
   g.mask = int_rows(g.json["attention_mask"]);
+  if (g.json.contains("token_type_ids"))
+    g.types = int_rows(g.json["token_type_ids"]);
   return g;
 }
 
@@ -34,7 +37,7 @@ inline EncoderGolden encoder_golden(const std::string& name) {
 inline torch::Tensor encoded(models::HfBert& model, const EncoderGolden& g) {
   model->eval();
   torch::NoGradGuard no_grad;
-  return model->encode(g.ids, g.mask);
+  return model->encode(g.ids, g.mask, g.types);
 }
 
 /// The last hidden state within 1e-5 of transformers', and logits and loss within 1e-6, with the
@@ -50,7 +53,7 @@ inline void expect_transformers_outputs(models::HfBert& model, const EncoderGold
   const torch::Tensor expected_logits = floats(g.json["logits"]).view({g.ids.size(0), -1});
   for (const bool skip : {true, false}) {
     model->set_skip_padding(skip);
-    const torch::Tensor logits = model->forward(g.ids, g.mask);  // (B, labels)
+    const torch::Tensor logits = model->forward(g.ids, g.mask, g.types);  // (B, labels)
     EXPECT_LE((logits - expected_logits).abs().max().item<double>(), 1e-6) << skip;
     const torch::Tensor loss = torch::cross_entropy_loss(
         logits, torch::tensor(g.json["labels"].get<std::vector<int64_t>>()));

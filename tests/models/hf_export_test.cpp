@@ -254,7 +254,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Fixture{"tiny-roberta", 0, {"query", "value"}, {"classifier"}},
                       Fixture{"tiny-roberta-mlm", 4, {"value", "output.dense"}, {}},
                       Fixture{"tiny-distilbert", 0, {"q_lin", "v_lin", "lin2"}, {}},
-                      Fixture{"tiny-distilbert-mlm", 2, {"k_lin", "lin1"}, {}}),
+                      Fixture{"tiny-distilbert-mlm", 2, {"k_lin", "lin1"}, {}},
+                      Fixture{"tiny-electra", 0, {"query", "value"}, {"classifier"}},
+                      Fixture{"tiny-electra-discriminator", 2, {"key", "intermediate.dense"}, {}}),
     [](const ::testing::TestParamInfo<Fixture>& param_info) {
       std::string name = param_info.param.name;
       for (char& c : name)

@@ -293,7 +293,7 @@ std::vector<std::string> default_lora_targets(const std::string& model_type) {
   if (model_type == "distilbert")
     return {"q_lin", "v_lin"};
   if (models::hf_task_of(model_type) == models::HfTask::kClassification)
-    return {"query", "value"};  // BERT's and RoBERTa's
+    return {"query", "value"};  // BERT's, RoBERTa's and ELECTRA's
   return {"q_proj", "v_proj"};
 }
 

@@ -59,8 +59,8 @@ struct HfWorkloadOptions {
 };
 
 /// PEFT's default LoRA targets of a model_type: q_proj and v_proj (llama, mistral, qwen2, qwen3,
-/// gemma2, gemma3_text), c_attn (gpt2), query and value (bert, roberta, xlm-roberta), q_lin and
-/// v_lin (distilbert).
+/// gemma2, gemma3_text), c_attn (gpt2), query and value (bert, roberta, xlm-roberta, electra),
+/// q_lin and v_lin (distilbert).
 std::vector<std::string> default_lora_targets(const std::string& model_type);
 
 /// The context options.context resolves to for a model limited to `max_positions` positions.

@@ -17,7 +17,8 @@ const std::vector<HfArchitecture>& hf_architectures() {
       {"bert", "BertForSequenceClassification", HfTask::kClassification},
       {"roberta", "RobertaForSequenceClassification", HfTask::kClassification},
       {"xlm-roberta", "XLMRobertaForSequenceClassification", HfTask::kClassification},
-      {"distilbert", "DistilBertForSequenceClassification", HfTask::kClassification}};
+      {"distilbert", "DistilBertForSequenceClassification", HfTask::kClassification},
+      {"electra", "ElectraForSequenceClassification", HfTask::kClassification}};
   return kArchitectures;
 }
 

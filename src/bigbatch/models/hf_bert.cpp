@@ -26,18 +26,28 @@ torch::nn::LayerNorm layer_norm(const HfBertConfig& config) {
       torch::nn::LayerNormOptions({config.hidden_size()}).eps(config.layer_norm_eps()));
 }
 
-/// The name of the model in messages: "BERT", "RoBERTa", "XLM-RoBERTa" or "DistilBERT".
+/// The name of the model in messages: "BERT", "RoBERTa", "XLM-RoBERTa", "DistilBERT" or
+/// "ELECTRA".
 std::string display_name(const HfBertConfig& config) {
   return config.model_type() == "bert"         ? "BERT"
          : config.model_type() == "roberta"    ? "RoBERTa"
          : config.model_type() == "distilbert" ? "DistilBERT"
+         : config.model_type() == "electra"    ? "ELECTRA"
                                                : "XLM-RoBERTa";
 }
 
 /// The module every encoder name starts with in the classifier's checkpoint: "bert", "roberta"
-/// (XLM-RoBERTa's too) or "distilbert".
+/// (XLM-RoBERTa's too), "distilbert" or "electra".
 std::string root_name(const HfBertConfig& config) {
-  return config.is_roberta() ? "roberta" : config.is_distilbert() ? "distilbert" : "bert";
+  return config.is_roberta()      ? "roberta"
+         : config.is_distilbert() ? "distilbert"
+         : config.is_electra()    ? "electra"
+                                  : "bert";
+}
+
+/// Whether the head is a `classifier` module of `dense` and `out_proj` (RoBERTa's, ELECTRA's).
+bool has_head_module(const HfBertConfig& config) {
+  return config.is_roberta() || config.is_electra();
 }
 
 /// The fields of BERT's and RoBERTa's config.json.
@@ -60,6 +70,11 @@ void read_bert_fields(io::HfConfig& c, HfBertConfig& config) {
   c.require("is_decoder", false);
   c.require("add_cross_attention", false);
   c.ignore({"gradient_checkpointing", "classifier_activation"});
+  if (config.is_electra()) {
+    config.embedding_size(c.get_int("embedding_size", config.hidden_size()));
+    // The sequence summary of ELECTRA's multiple-choice head, which a classifier has not.
+    c.ignore({"summary_type", "summary_use_proj", "summary_activation", "summary_last_dropout"});
+  }
 }
 
 /// The fields of DistilBERT's config.json, under BERT's names (defaults: DistilBertConfig's).
@@ -90,7 +105,7 @@ int64_t HfBertConfig::max_length() const {
 
 HfBertConfig read_hf_bert_config(io::HfConfig& c) {
   HfBertConfig config;
-  config.model_type(c.model_type({"bert", "roberta", "xlm-roberta", "distilbert"}));
+  config.model_type(c.model_type({"bert", "roberta", "xlm-roberta", "distilbert", "electra"}));
   if (config.is_roberta())
     config.pad_token_id(c.get_int("pad_token_id"));
   if (config.is_distilbert())
@@ -113,6 +128,8 @@ HfBertConfig read_hf_bert_config(io::HfConfig& c) {
       config.num_attention_heads() > 0 && config.hidden_size() % config.num_attention_heads() == 0,
       c.origin(), ": hidden_size = ", config.hidden_size(),
       " is not divisible by num_attention_heads = ", config.num_attention_heads());
+  BB_CHECK_INPUT(!config.is_electra() || config.embedding_size() >= 1, c.origin(),
+                 ": embedding_size = ", config.embedding_size(), " must be >= 1");
   BB_CHECK_INPUT(!config.is_roberta() ||
                      (config.pad_token_id() >= 0 && config.pad_token_id() < config.vocab_size() &&
                       config.max_length() >= 1),
@@ -266,15 +283,22 @@ HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
   auto bert = register_level(*this, root_name(config));
   auto embeddings = register_level(*bert, "embeddings");
   const int64_t hidden = config.hidden_size();
+  const int64_t width = config.embedding_width();
   word_embeddings = embeddings->register_module("word_embeddings",
-                                                torch::nn::Embedding(config.vocab_size(), hidden));
+                                                torch::nn::Embedding(config.vocab_size(), width));
   position_embeddings = embeddings->register_module(
-      "position_embeddings", torch::nn::Embedding(config.max_position_embeddings(), hidden));
+      "position_embeddings", torch::nn::Embedding(config.max_position_embeddings(), width));
   if (config.type_vocab_size() > 0) {
     token_type_embeddings = embeddings->register_module(
-        "token_type_embeddings", torch::nn::Embedding(config.type_vocab_size(), hidden));
+        "token_type_embeddings", torch::nn::Embedding(config.type_vocab_size(), width));
   }
-  embeddings_norm = embeddings->register_module("LayerNorm", layer_norm(config));
+  embeddings_norm = embeddings->register_module(
+      "LayerNorm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(config.layer_norm_eps())));
+  if (width != hidden) {
+    embeddings_project =
+        bert->register_module("embeddings_project", torch::nn::Linear(width, hidden));
+  }
   layer = register_level(*bert, config.is_distilbert() ? "transformer" : "encoder")
               ->register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers(); ++i)
@@ -282,7 +306,7 @@ HfBertImpl::HfBertImpl(const HfBertConfig& config) : config_(config) {
   if (config.is_distilbert()) {
     head_dense = register_module("pre_classifier", torch::nn::Linear(hidden, hidden));
     head_output = register_module("classifier", torch::nn::Linear(hidden, config.num_labels()));
-  } else if (config.is_roberta()) {
+  } else if (has_head_module(config)) {
     auto head = register_level(*this, "classifier");
     head_dense = head->register_module("dense", torch::nn::Linear(hidden, hidden));
     head_output = head->register_module("out_proj", torch::nn::Linear(hidden, config.num_labels()));
@@ -322,7 +346,8 @@ torch::Tensor HfBertImpl::embed(const torch::Tensor& ids, const torch::Tensor& t
                     position_embeddings->forward(positions);  // (..., C)
   if (token_type_embeddings)
     x = x + token_type_embeddings->forward(types);
-  return maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
+  x = maybe_dropout(embeddings_norm->forward(x), config_.hidden_dropout_prob(), is_training());
+  return embeddings_project ? nn::linear(embeddings_project, x) : x;  // (..., C)
 }
 
 torch::Tensor HfBertImpl::encode(const torch::Tensor& input_ids,
@@ -384,13 +409,15 @@ torch::Tensor HfBertImpl::forward(const torch::Tensor& input_ids,
       packs(input_ids, attention_mask)
           ? encode_first_tokens(input_ids, attention_mask, token_type_ids)
           : encode(input_ids, attention_mask, token_type_ids).select(1, 0);  // (B, C)
-  // BERT: classifier(dropout(tanh(pooler(first)))); RoBERTa drops out before its dense too;
-  // DistilBERT: classifier(dropout(relu(pre_classifier(first)))).
+  // BERT: classifier(dropout(tanh(pooler(first)))); RoBERTa drops out before its dense too, and
+  // ELECTRA, with GELU for tanh; DistilBERT: classifier(dropout(relu(pre_classifier(first)))).
   const double dropout = config_.classifier_dropout();
   const torch::Tensor into =
-      config_.is_roberta() ? maybe_dropout(first, dropout, is_training()) : first;  // (B, C)
-  const torch::Tensor dense = nn::linear(head_dense, into);                         // (B, C)
-  const torch::Tensor pooled = config_.is_distilbert() ? torch::relu(dense) : torch::tanh(dense);
+      has_head_module(config_) ? maybe_dropout(first, dropout, is_training()) : first;  // (B, C)
+  const torch::Tensor dense = nn::linear(head_dense, into);                             // (B, C)
+  const torch::Tensor pooled = config_.is_distilbert() ? torch::relu(dense)
+                               : config_.is_electra()  ? torch::gelu(dense)
+                                                       : torch::tanh(dense);
   return nn::linear(head_output, maybe_dropout(pooled, dropout, is_training()));  // (B, labels)
 }
 
@@ -404,7 +431,7 @@ LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
   const bool roberta = config.is_roberta();
   if (num_labels > 0 && num_labels != config.num_labels()) {
     config.num_labels(num_labels);
-    if (roberta)
+    if (has_head_module(config))
       ignored.insert(ignored.end(), {"classifier.out_proj.weight", "classifier.out_proj.bias"});
     else
       ignored.insert(ignored.end(), {"classifier.weight", "classifier.bias"});
@@ -414,6 +441,9 @@ LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels) {
       roberta ? std::vector<std::string>{"lm_head.", "roberta.pooler.", "pooler."}
       : config.is_distilbert()
           ? std::vector<std::string>{"vocab_transform.", "vocab_layer_norm.", "vocab_projector."}
+      : config.is_electra()
+          ? std::vector<std::string>{"discriminator_predictions.", "generator_predictions.",
+                                     "generator_lm_head."}
           : std::vector<std::string>{"cls."};
   LoadedHfBert loaded;
   loaded.model = HfBert(config);

@@ -1,9 +1,10 @@
 // BERT as Hugging Face's transformers defines it (BertForSequenceClassification over BertModel),
 // RoBERTa (RobertaForSequenceClassification, XLMRobertaForSequenceClassification: other positions
-// and head) and DistilBERT (DistilBertForSequenceClassification: other names, no token types,
-// another head), with the checkpoint's own names: a pretrained encoder (all-MiniLM-L6-v2,
-// bert-base-uncased, roberta-base, distilbert-base-uncased) loads as it is and gets a
-// classification head.
+// and head), DistilBERT (DistilBertForSequenceClassification: other names, no token types,
+// another head) and ELECTRA (ElectraForSequenceClassification: narrower embeddings projected to
+// the width, another head), with the checkpoint's own names: a pretrained encoder
+// (all-MiniLM-L6-v2, bert-base-uncased, roberta-base, distilbert-base-uncased,
+// electra-base-discriminator) loads as it is and gets a classification head.
 #pragma once
 
 #include <torch/torch.h>
@@ -27,8 +28,11 @@ struct HfBertConfig {
   /// "bert"; "roberta" and "xlm-roberta": positions counted from pad_token_id + 1 over the
   /// tokens that are not padding, and RoBERTa's head (classifier.dense, classifier.out_proj);
   /// "distilbert": DistilBERT's names, no token types, no dropout on the attention output, and
-  /// its head (pre_classifier, ReLU, classifier).
+  /// its head (pre_classifier, ReLU, classifier); "electra": embeddings of embedding_size
+  /// projected to the width, RoBERTa's head with GELU for tanh.
   TORCH_ARG(std::string, model_type) = "bert";
+  /// The embeddings' width; 0: hidden_size (ELECTRA's may be narrower, then projected).
+  TORCH_ARG(int64_t, embedding_size) = 0;
   /// The padding token, which RoBERTa's positions skip (read for RoBERTa only).
   TORCH_ARG(int64_t, pad_token_id) = 0;
   TORCH_ARG(int64_t, vocab_size) = 30522;
@@ -50,17 +54,21 @@ struct HfBertConfig {
   bool is_roberta() const { return model_type_ == "roberta" || model_type_ == "xlm-roberta"; }
   /// Whether names, layers and head are DistilBERT's (model_type "distilbert").
   bool is_distilbert() const { return model_type_ == "distilbert"; }
+  /// Whether embeddings and head are ELECTRA's (model_type "electra").
+  bool is_electra() const { return model_type_ == "electra"; }
+  /// The embeddings' width: embedding_size, or hidden_size when that is 0.
+  int64_t embedding_width() const { return embedding_size_ > 0 ? embedding_size_ : hidden_size_; }
   /// The longest input: max_position_embeddings, less RoBERTa's pad_token_id + 1 positions that
   /// no token takes (roberta-base: 514 - 2 = 512).
   int64_t max_length() const;
 };
 
-/// Reads a BERT, RoBERTa or DistilBERT config (model_type "bert", "roberta", "xlm-roberta" or
-/// "distilbert"; DistilBERT's dim, n_layers, ... under BERT's names); num_labels is the length of
-/// id2label when the config has one, else 2 (the caller sets it from the data). Refuses, naming
-/// them, settings bigbatch does not implement (an activation other than exact gelu, relative
-/// position embeddings, sinusoidal ones, a decoder, cross-attention, a problem_type other than
-/// single-label classification) and any unknown field.
+/// Reads a BERT, RoBERTa, DistilBERT or ELECTRA config (model_type "bert", "roberta",
+/// "xlm-roberta", "distilbert" or "electra"; DistilBERT's dim, n_layers, ... under BERT's names);
+/// num_labels is the length of id2label when the config has one, else 2 (the caller sets it from
+/// the data). Refuses, naming them, settings bigbatch does not implement (an activation other than
+/// exact gelu, relative position embeddings, sinusoidal ones, a decoder, cross-attention, a
+/// problem_type other than single-label classification) and any unknown field.
 HfBertConfig read_hf_bert_config(io::HfConfig& config);
 
 /// BertLayer (post-LN): a = LayerNorm(x + dense(self-attention(x))), then
@@ -110,7 +118,9 @@ TORCH_MODULE(HfBertLayer);
 /// RobertaForSequenceClassification: `roberta` (`embeddings`, `encoder.layer.N`) and
 /// `classifier` (`dense` + tanh, `out_proj`) on <s>. For DistilBERT,
 /// DistilBertForSequenceClassification: `distilbert` (`embeddings` without token types,
-/// `transformer.layer.N`), `pre_classifier` + ReLU and `classifier` on [CLS].
+/// `transformer.layer.N`), `pre_classifier` + ReLU and `classifier` on [CLS]. For ELECTRA,
+/// ElectraForSequenceClassification: `electra` (`embeddings`, `embeddings_project` where the
+/// embeddings are narrower, `encoder.layer.N`) and `classifier` (`dense` + GELU, `out_proj`).
 class HfBertImpl : public torch::nn::Module {
  public:
   explicit HfBertImpl(const HfBertConfig& config);
@@ -137,10 +147,12 @@ class HfBertImpl : public torch::nn::Module {
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
       token_type_embeddings{nullptr};
   torch::nn::LayerNorm embeddings_norm{nullptr};
+  /// ELECTRA's projection of narrower embeddings to the width; empty otherwise.
+  torch::nn::Linear embeddings_project{nullptr};
   torch::nn::ModuleList layer{nullptr};
   /// The head on the first token: BERT's pooler (bert.pooler.dense), tanh, and classifier;
   /// RoBERTa's classifier.dense, tanh, and classifier.out_proj; DistilBERT's pre_classifier,
-  /// ReLU, and classifier.
+  /// ReLU, and classifier; ELECTRA's classifier.dense, GELU, and classifier.out_proj.
   torch::nn::Linear head_dense{nullptr}, head_output{nullptr};
 
  private:
@@ -167,8 +179,8 @@ class HfBertImpl : public torch::nn::Module {
 /// Module holder for HfBertImpl.
 TORCH_MODULE(HfBert);
 
-/// A BERT, RoBERTa or DistilBERT classifier loaded from a model directory, and what the checkpoint
-/// did not hold or the classifier does not use.
+/// A BERT, RoBERTa, DistilBERT or ELECTRA classifier loaded from a model directory, and what the
+/// checkpoint did not hold or the classifier does not use.
 struct LoadedHfBert {
   HfBert model{nullptr};
   /// Tensors freshly initialised because the checkpoint lacks them (a sentence-transformers
@@ -177,15 +189,16 @@ struct LoadedHfBert {
   /// The checkpoint's tensors of heads the classifier has no use for, skipped: BERT's
   /// pre-training heads (cls.*, as bert-base-uncased has), RoBERTa's masked-LM head (lm_head.*)
   /// and pooler (roberta-base has both), DistilBERT's masked-LM head (vocab_transform,
-  /// vocab_layer_norm, vocab_projector).
+  /// vocab_layer_norm, vocab_projector), ELECTRA's discriminator and generator heads.
   std::vector<std::string> unused;
 };
 
-/// The BERT, RoBERTa or DistilBERT of the model directory `directory` as a classifier of
-/// `num_labels` classes (0: the config's id2label, else 2), in float32. A checkpoint of the bare
-/// encoder (no "bert.", "roberta." or "distilbert." prefix) loads; a missing classifier or pooler
-/// is initialised afresh and listed in `fresh`, and so is a classifier for another number of
-/// classes than `num_labels`. Throws InputError naming the directory and what is wrong with it.
+/// The BERT, RoBERTa, DistilBERT or ELECTRA of the model directory `directory` as a classifier
+/// of `num_labels` classes (0: the config's id2label, else 2), in float32. A checkpoint of the
+/// bare encoder (no "bert.", "roberta.", "distilbert." or "electra." prefix) loads; a missing
+/// classifier or pooler is initialised afresh and listed in `fresh`, and so is a classifier for
+/// another number of classes than `num_labels`. Throws InputError naming the directory and what is
+/// wrong with it.
 LoadedHfBert load_hf_bert(const std::string& directory, int64_t num_labels = 0);
 
 }  // namespace bigbatch::models

@@ -203,7 +203,7 @@ std::vector<std::string> apply_peft_lora(torch::nn::Module& module, const PeftLo
 HfModel load_hf_model_with_peft_adapter(const std::string& directory, const std::string& base) {
   const PeftLoraConfig config = read_peft_lora_config(directory);
   // A classifier gets the classes of its saved head: BERT's and DistilBERT's classifier,
-  // RoBERTa's classifier.out_proj.
+  // RoBERTa's and ELECTRA's classifier.out_proj.
   int64_t num_labels = 0;
   {
     const io::Safetensors weights = io::map_safetensors(config.weights_path);

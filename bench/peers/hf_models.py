@@ -9,7 +9,7 @@ src/bigbatch/job/hf_workload.cpp does:
   the training documents packed into one stream and cut into blocks of `context` tokens: sample
   i has inputs tokens[i*T .. i*T + T - 1] and targets tokens[i*T + 1 .. i*T + T], the last,
   partial block padded with EOS and targets -100 (data::PackedTokenDataset); a per-token loss;
-- a classifier (bert): which collection of --data (every fortune file with at least
+- a classifier (bert, modernbert): which collection of --data (every fortune file with at least
   `min_per_class` fortunes, one class each, in name order) a fortune comes from, each text
   tokenized with its special tokens ([CLS] ... [SEP]) and cut to `context` keeping [SEP], all
   right-padded to the longest; the attention mask is input_ids != pad (data::FortuneCollections,
@@ -30,7 +30,7 @@ import torch
 from data_order import epoch_permutation
 
 IGNORE_INDEX = -100
-CLASSIFIER_TYPES = ("bert",)
+CLASSIFIER_TYPES = ("bert", "modernbert")
 
 
 class HfLogits(torch.nn.Module):

@@ -48,6 +48,14 @@ std::string write_class_folders(testing::TempDir& dir, const std::vector<std::st
   return (dir.path() / "texts").string();
 }
 
+/// The run in `run_dir` evaluated `count` times, each to a finite loss.
+void expect_finite_eval_losses(const std::string& run_dir, size_t count) {
+  const auto evals = records(run_dir, "eval");
+  ASSERT_EQ(evals.size(), count);
+  for (const auto& eval : evals)
+    EXPECT_TRUE(std::isfinite(eval["loss"].get<double>())) << eval.dump();
+}
+
 TEST(HfTrainCommand, TheTinyBertClassifiesFoldersOfTextsWithAFreshHead) {
   testing::TempDir dir;
   // Four classes: the checkpoint's head has three, so a fresh one replaces it.
@@ -84,10 +92,7 @@ TEST(HfTrainCommand, RobertaBasesTensorsTrainWithLoraAndAWholeFreshHead) {
                                   "checkpoint's other heads (lm_head.bias, ...)"));
   EXPECT_THAT(r.output, HasSubstr("BPE, 425 tokens (tokenizer.json)"));
   EXPECT_THAT(r.output, HasSubstr("on 4 layers (query, value); trained in full: classifier"));
-  const auto evals = records(run_dir, "eval");
-  ASSERT_EQ(evals.size(), 3u);
-  for (const auto& eval : evals)
-    EXPECT_TRUE(std::isfinite(eval["loss"].get<double>())) << eval.dump();
+  expect_finite_eval_losses(run_dir, 3);
 }
 
 TEST(HfTrainCommand, DistilBertsMaskedLmTrainsWithLoraAndBothHeadLayers) {
@@ -107,6 +112,25 @@ TEST(HfTrainCommand, DistilBertsMaskedLmTrainsWithLoraAndBothHeadLayers) {
   EXPECT_THAT(r.output,
               HasSubstr("on 4 layers (q_lin, v_lin); trained in full: pre_classifier, classifier"));
   EXPECT_THAT(r.output, HasSubstr("dropout 0.1, attention_dropout 0.1, seq_classif_dropout 0.2"));
+}
+
+TEST(HfTrainCommand, ModernBertsMaskedLmTrainsWithLoraOnItsJointProjection) {
+  testing::TempDir dir;
+  const std::string texts = write_class_folders(dir, {"sunny day", "stormy night"}, 10);
+  const std::string run_dir = (dir.path() / "run").string();
+  const Result r = run("train " + hf_settings("tiny-modernbert-mlm") + "-s data.path=" + texts +
+                       " -s data.min_per_class=5 -s adapter.kind=lora -s train.steps=2 "
+                       "-s train.eval_every=2 --run-dir " +
+                       run_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("modernbert: 3 layers (2 local over a window of 4 tokens), "
+                                  "width 32, 4 heads, vocabulary 427, 2 classes, cls pooling, "
+                                  "context 24 tokens; fresh: classifier.weight, classifier.bias; "
+                                  "unused: 1 tensor of the checkpoint's other heads "
+                                  "(decoder.bias)"));
+  EXPECT_THAT(r.output, HasSubstr("BPE, 427 tokens (tokenizer.json)"));
+  EXPECT_THAT(r.output, HasSubstr("on 3 layers (Wqkv); trained in full: classifier"));
+  expect_finite_eval_losses(run_dir, 2);
 }
 
 TEST(HfTrainCommand, LoraOnFrozenBf16WeightsWithCheckpointingResumesBitwise) {

@@ -1,7 +1,8 @@
 // The exact window rule on pretrained architectures: the tiny Hugging Face GPT-2, Llama, Qwen3,
 // Gemma 3 and Gemma 2 (tests/hf), in float64, with right padding of different lengths, give the
 // full-batch gradient for every split of the window; so do the encoder classifiers (BERT,
-// RoBERTa, DistilBERT, ELECTRA) on padded texts, their padding skipped as training skips it.
+// RoBERTa, DistilBERT, ELECTRA, ModernBERT) on padded texts, their padding skipped as training
+// skips it.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include "bigbatch/models/hf_bert.h"
 #include "bigbatch/models/hf_gpt2.h"
 #include "bigbatch/models/hf_llama.h"
+#include "bigbatch/models/hf_modernbert.h"
 #include "bigbatch/nn/lora.h"
 #include "support/test_support.h"
 
@@ -76,15 +78,18 @@ void expect_exact_windows(Model model) {
 }
 
 /// The window gradient of the classifier `model` (float64, eval) over six texts of 12 ids, the
-/// first a class token, right-padded with the pad id after 12, 11, 9, 7, 4 and 2 tokens, one class
+/// first a class token, right-padded with `pad` after 12, 11, 9, 7, 4 and 2 tokens, one class
 /// each, in one micro-batch equals that of every split and the mean cross-entropy computed
-/// directly. The mask is `inputs != pad`, as the training job gives it.
-void expect_exact_classifier_windows(models::HfBert model) {
+/// directly. The mask is `inputs != pad`, as the training job gives it. `Model` is models::HfBert
+/// or models::HfModernBert.
+template <typename Model>
+void expect_exact_classifier_windows(Model model, int64_t pad) {
   model->to(torch::kFloat64);
   model->eval();
-  const int64_t pad = model->config().is_roberta() ? model->config().pad_token_id() : 0;
   torch::manual_seed(10);
-  data::Batch batch{torch::randint(pad + 1, model->config().vocab_size(), {6, 12}, torch::kLong),
+  const torch::Tensor ids =
+      torch::randint(0, model->config().vocab_size() - 1, {6, 12}, torch::kLong);
+  data::Batch batch{ids + ids.ge(pad).to(torch::kLong),  // any id but the pad id
                     torch::randint(0, model->config().num_labels(), {6}, torch::kLong)};
   const std::vector<int64_t> real = {12, 11, 9, 7, 4, 2};
   for (int64_t row = 0; row < 6; ++row)
@@ -103,7 +108,26 @@ const std::string kHf = std::string(BIGBATCH_TEST_DATA_DIR) + "/hf/";
 TEST(HfAccumulation, EncoderClassifierWindowsWithPaddingAreExactForEverySplit) {
   for (const char* name : {"tiny-bert", "tiny-roberta", "tiny-distilbert", "tiny-electra"}) {
     SCOPED_TRACE(name);
-    expect_exact_classifier_windows(models::load_hf_bert(kHf + name).model);
+    const models::HfBert model = models::load_hf_bert(kHf + name).model;
+    expect_exact_classifier_windows(
+        model, model->config().is_roberta() ? model->config().pad_token_id() : 0);
+  }
+  // ModernBERT: rotary positions, local windows shorter than the texts, mean pooling too; its
+  // [PAD] is the fixture's id 425.
+  for (const char* pooling : {"cls", "mean"}) {
+    SCOPED_TRACE(pooling);
+    models::HfModernBert model = models::load_hf_modernbert(kHf + "tiny-modernbert").model;
+    models::HfModernBertConfig config = model->config();
+    config.classifier_pooling(std::string(pooling) == "cls" ? models::ModernBertPooling::kCls
+                                                            : models::ModernBertPooling::kMean);
+    models::HfModernBert pooled(config);
+    {
+      const torch::NoGradGuard no_grad;
+      const auto from = model->named_parameters();
+      for (auto& item : pooled->named_parameters())
+        item.value().copy_(from[item.key()]);
+    }
+    expect_exact_classifier_windows(pooled, 425);
   }
 }
 

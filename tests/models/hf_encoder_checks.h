@@ -1,5 +1,6 @@
-// Checks the encoder classifiers' tests share (models::HfBert as BERT, RoBERTa and DistilBERT):
-// transformers' golden outputs, and the padding skipped against computed.
+// Checks the encoder classifiers' tests share (models::HfBert as BERT, RoBERTa, DistilBERT and
+// ELECTRA; models::HfModernBert): transformers' golden outputs, and the padding skipped against
+// computed.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -80,9 +81,11 @@ inline models::HfBertConfig small_encoder_config(const std::string& model_type) 
 }
 
 /// In training mode (the model without dropout), the logits and every parameter's gradient with
-/// the padding skipped equal those of the padded encoder within 1e-5 of the largest.
-inline void expect_skipped_padding_exact(models::HfBert& model, const torch::Tensor& ids,
-                                         const torch::Tensor& mask) {
+/// the padding skipped equal those of the padded encoder within 1e-5 of the largest. `Model` is
+/// models::HfBert or models::HfModernBert.
+template <typename Model>
+void expect_skipped_padding_exact(Model& model, const torch::Tensor& ids,
+                                  const torch::Tensor& mask) {
   const auto pass = [&](bool skip) {
     model->set_skip_padding(skip);
     model->train();

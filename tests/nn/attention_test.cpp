@@ -53,15 +53,17 @@ struct NamedMask {
   AttentionMask mask;
 };
 
-/// No mask, causal, padding (example_padding()), both, and causal with a sliding window of 2
-/// keys, alone and with padding.
+/// No mask, causal, padding (example_padding()), both, a causal sliding window of 2 keys and a
+/// two-sided one (keys less than 2 away), each alone and with padding.
 std::vector<NamedMask> every_mask() {
   return {{"no mask", {false, {}}},
           {"causal", {true, {}}},
           {"padding", {false, example_padding()}},
           {"causal and padding", {true, example_padding()}},
           {"causal window of 2", {true, {}, 2}},
-          {"causal window of 2 and padding", {true, example_padding(), 2}}};
+          {"causal window of 2 and padding", {true, example_padding(), 2}},
+          {"window of 2 each way", {false, {}, 2}},
+          {"window of 2 each way and padding", {false, example_padding(), 2}}};
 }
 
 AttentionResult run(AttentionKernel kernel, const AttentionMask& mask, double softcap = 0.0) {
@@ -86,6 +88,20 @@ void expect_same(const AttentionResult& a, const AttentionResult& b, const std::
   EXPECT_LE(testing::relative_difference(a.dv, b.dv), 1e-13) << what << " dv";
 }
 
+/// softmax(q k^T / sqrt(D), soft-capped at `softcap` > 0, -inf where `blocked`) v, written out in
+/// float64 on run()'s q, k and v. blocked (T, S) or (B, 1, T, S) bool -> (B, H, T, D)
+torch::Tensor written_out(const torch::Tensor& blocked, double softcap = 0.0) {
+  torch::manual_seed(11);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor q = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor k = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor v = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
+  const torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(kHeadDim));
+  const torch::Tensor capped = softcap > 0 ? torch::tanh(scores / softcap) * softcap : scores;
+  return torch::matmul(
+      torch::softmax(capped.masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1), v);
+}
+
 TEST(Attention, FusedAndCompositeAgreeUnderEveryMask) {
   if (!fused_attention_available())
     GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " has no fused attention (2.0 and later do)";
@@ -97,19 +113,11 @@ TEST(Attention, FusedAndCompositeAgreeUnderEveryMask) {
 TEST(Attention, CompositeIsTheMaskedSoftmaxWrittenOut) {
   const AttentionMask mask{true, example_padding()};
   const AttentionResult composite = run(AttentionKernel::kComposite, mask);
-  torch::manual_seed(11);
-  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
-  const torch::Tensor q = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
-  const torch::Tensor k = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
-  const torch::Tensor v = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
   const torch::Tensor blocked =
       torch::ones({kTime, kTime}, torch::kBool)
           .triu(1)
           .logical_or(example_padding().view({kBatch, 1, 1, kTime}));  // (B, 1, T, S)
-  const torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(kHeadDim));
-  const torch::Tensor expected = torch::matmul(
-      torch::softmax(scores.masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1), v);
-  EXPECT_LE(testing::relative_difference(composite.output, expected), 1e-14);
+  EXPECT_LE(testing::relative_difference(composite.output, written_out(blocked)), 1e-14);
   // The blocked keys get no gradient from any query.
   const torch::Tensor dk = composite.dk.transpose(1, 2);  // (B, H, S, D)
   EXPECT_EQ(dk.index({1, torch::indexing::Slice(), torch::indexing::Slice(kTime - 2)})
@@ -123,19 +131,10 @@ TEST(Attention, CompositeIsTheMaskedSoftmaxWrittenOut) {
 TEST(Attention, SlidingWindowAndSoftCappedScoresAreWrittenOut) {
   // Query t sees keys t - 1 and t (a window of 2); scores capped at 0.5 before the mask.
   const AttentionMask mask{true, {}, 2};
-  torch::manual_seed(11);
-  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
-  const torch::Tensor q = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
-  const torch::Tensor k = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
-  const torch::Tensor v = torch::randn({kBatch, kTime, kHeads, kHeadDim}, options).transpose(1, 2);
   const torch::Tensor ones = torch::ones({kTime, kTime}, torch::kBool);
   const torch::Tensor blocked = ones.triu(1).logical_or(ones.tril(-2));  // (T, S)
-  const torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(kHeadDim));
-  const double inf = std::numeric_limits<double>::infinity();
   for (const double softcap : {0.0, 0.5}) {
-    const torch::Tensor capped = softcap > 0 ? torch::tanh(scores / softcap) * softcap : scores;
-    const torch::Tensor expected =
-        torch::matmul(torch::softmax(capped.masked_fill(blocked, -inf), -1), v);
+    const torch::Tensor expected = written_out(blocked, softcap);
     for (const AttentionKernel kernel : {AttentionKernel::kComposite, AttentionKernel::kAuto}) {
       EXPECT_LE(testing::relative_difference(run(kernel, mask, softcap).output, expected), 1e-14)
           << "softcap " << softcap << ", " << to_string(kernel);
@@ -149,6 +148,27 @@ TEST(Attention, SlidingWindowAndSoftCappedScoresAreWrittenOut) {
     expect_same(run(AttentionKernel::kFused, mask, 0.5),
                 run(AttentionKernel::kComposite, mask, 0.5), "softcap under kFused");
   }
+}
+
+TEST(Attention, TwoSidedWindowIsWrittenOut) {
+  // Query t sees keys t - 1 .. t + 1 (less than 2 away) but no padding, and itself: the last
+  // query of the second sequence, whose window holds only padding, has a key.
+  const AttentionMask mask{false, example_padding(), 2};
+  const torch::Tensor ones = torch::ones({kTime, kTime}, torch::kBool);
+  const torch::Tensor blocked = ones.triu(2)
+                                    .logical_or(ones.tril(-2))
+                                    .logical_or(example_padding().view({kBatch, 1, 1, kTime}))
+                                    .logical_and(torch::eye(kTime, torch::kBool).logical_not());
+  const torch::Tensor expected = written_out(blocked);  // blocked (B, 1, T, S)
+  EXPECT_TRUE(window_cuts(mask, kTime));
+  for (const AttentionKernel kernel : {AttentionKernel::kComposite, AttentionKernel::kAuto}) {
+    EXPECT_LE(testing::relative_difference(run(kernel, mask).output, expected), 1e-14)
+        << to_string(kernel);
+  }
+  // A window as wide as the sequence blocks nothing.
+  EXPECT_FALSE(window_cuts(AttentionMask{false, {}, kTime}, kTime));
+  expect_same(run(AttentionKernel::kComposite, AttentionMask{false, {}, kTime}),
+              run(AttentionKernel::kComposite, AttentionMask{}), "a window of the whole sequence");
 }
 
 // A sliding window that blocks keys takes LibTorch's bf16 products instead (the kernels mask

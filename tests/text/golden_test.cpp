@@ -72,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
                                            "gpt2-bpe", "llama3-bpe", "qwen2-bpe",
                                            "llama2-bpe-fallback", "llama2-metaspace",
                                            "llama2-sentencepiece", "gemma-bpe", "roberta-bpe",
-                                           "xlmr-unigram"),
+                                           "xlmr-unigram", "modernbert-bpe"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            for (char& c : name)
@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
 
 TEST(GoldenFile, EveryFixtureIsTested) {
   // A fixture added to golden.json without a test instance would be skipped silently.
-  EXPECT_EQ(golden()["fixtures"].size(), 12u);
+  EXPECT_EQ(golden()["fixtures"].size(), 13u);
 }
 
 }  // namespace

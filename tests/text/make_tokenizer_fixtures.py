@@ -7,8 +7,9 @@ on the English fortunes of Debian's `fortunes` package plus the test texts) but 
 normalizer, pre-tokenizer, post-processor, decoder and model settings of the tokenizer it stands
 for (GPT-2, Llama 3, Qwen2, BERT uncased and cased, Llama 2's tokenizer.json in its two forms:
 Prepend/Replace normalizers, or the Metaspace pre-tokenizer; Gemma's, as transformers'
-GemmaTokenizer writes it; RoBERTa's, as transformers' RobertaTokenizer writes it). `--only NAME`
-remakes the fixture NAME (gemma-bpe or roberta-bpe) alone and leaves the rest as it is: the BPE
+GemmaTokenizer writes it; RoBERTa's, as transformers' RobertaTokenizer writes it; XLM-RoBERTa's
+Unigram; ModernBERT's byte-level BPE with [CLS] and [SEP]). `--only NAME` remakes the fixture NAME
+(gemma-bpe, roberta-bpe, xlmr-unigram or modernbert-bpe) alone and leaves the rest as it is: the BPE
 trainer of `tokenizers` is not deterministic, so a full run rewrites every fixture. llama2-sentencepiece
 is a tokenizer.model trained with the `sentencepiece` package with Llama 2's settings (BPE, byte
 fallback, split digits, identity normalization). minilm-l6-v2 is the real tokenizer of
@@ -367,6 +368,48 @@ def roberta():
     return directory
 
 
+def modernbert():
+    """ModernBERT's tokenizer.json as answerdotai/ModernBERT-base's is laid out (OLMo's byte-level
+    BPE: NFC, ByteLevel without a prefix space; [CLS] $A [SEP] by TemplateProcessing, [CLS] $A
+    [SEP] $B [SEP] for pairs, every type id 0; "<|padding|>" and "<|endoftext|>" among the added
+    tokens; [UNK], [CLS], [SEP], [PAD] and [MASK] after the pieces, [MASK] stripping the space
+    before it; PreTrainedTokenizerFast)."""
+    vocab, merges = trained_bpe(GPT2_REGEX_BYTELEVEL, 420, [], True)
+    ordered = ["<|endoftext|>", "<|padding|>"]
+    ordered += [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if t not in ordered]
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    ordered += specials
+    vocab = {t: i for i, t in enumerate(ordered)}
+    mask = added(vocab["[MASK]"], "[MASK]")
+    mask["lstrip"] = True
+    def special(token):
+        return {"SpecialToken": {"id": token, "type_id": 0}}
+    def sequence(name):
+        return {"Sequence": {"id": name, "type_id": 0}}
+    t = shell(
+        added_tokens=[added(0, "<|endoftext|>"), added(1, "<|padding|>")]
+        + [added(vocab[token], token) for token in specials[:-1]] + [mask],
+        normalizer={"type": "NFC"},
+        pre_tokenizer=GPT2_REGEX_BYTELEVEL,
+        post_processor={
+            "type": "TemplateProcessing",
+            "single": [special("[CLS]"), sequence("A"), special("[SEP]")],
+            "pair": [special("[CLS]"), sequence("A"), special("[SEP]"), sequence("B"),
+                     special("[SEP]")],
+            "special_tokens": {token: {"id": token, "ids": [vocab[token]], "tokens": [token]}
+                               for token in ("[CLS]", "[SEP]")}},
+        decoder={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                 "use_regex": True},
+        model=bpe_model(vocab, [" ".join(m) if isinstance(m, list) else m for m in merges],
+                        continuing_subword_prefix="", end_of_word_suffix=""))
+    names = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+             "mask_token": "[MASK]", "unk_token": "[UNK]"}
+    return write_fixture("modernbert-bpe", t, dict(
+        names, clean_up_tokenization_spaces=True, model_max_length=8192,
+        model_input_names=["input_ids", "attention_mask"],
+        tokenizer_class="PreTrainedTokenizerFast"), names)
+
+
 def protobuf_fields(buf):
     """(field number, value) of a protobuf message's varint and length-delimited fields: enough
     to read a SentencePiece model's normalizer without the protobuf package."""
@@ -581,7 +624,8 @@ def main():
     golden_path = os.path.join(OUT, "golden.json")
     golden = {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__,
               "sentencepiece": sentencepiece.__version__, "fixtures": {}}
-    alone = {"gemma-bpe": gemma, "roberta-bpe": roberta, "xlmr-unigram": xlmr}
+    alone = {"gemma-bpe": gemma, "roberta-bpe": roberta, "xlmr-unigram": xlmr,
+             "modernbert-bpe": modernbert}
     if sys.argv[1:2] == ["--only"]:
         # Adds or remakes one fixture; every other fixture and golden entry stays as it is.
         if len(sys.argv) != 3 or sys.argv[2] not in alone:
@@ -593,7 +637,7 @@ def main():
         fixtures = [minilm(), bert("bert-wordpiece", True), bert("bert-cased-wordpiece", False),
                     gpt2(), llama3(), qwen2(), llama2_bpe()]
         fixtures.append(llama2_metaspace(fixtures[-1]))
-        fixtures += [gemma(), roberta(), xlmr()]
+        fixtures += [gemma(), roberta(), xlmr(), modernbert()]
     for directory in fixtures:
         rows, size, pair = golden_of_tokenizer_json(directory)
         golden["fixtures"][os.path.basename(directory)] = {"vocab_size": size, "texts": rows,

@@ -507,7 +507,7 @@ void read_hf(ConfigReader& c, TrainConfig& t) {
           "adapter.targets",
           listed_targets ? join(start->target_modules.get<std::vector<std::string>>(), ",") : "",
           "comma-separated module names or name endings to adapt; empty = q_proj,v_proj (llama), "
-          "c_attn (gpt2), query,value (bert)")))
+          "c_attn (gpt2), query,value (bert), q_lin,v_lin (distilbert), Wqkv (modernbert)")))
       .trainable(name_list(c.get_string("adapter.trainable", "",
                                         "comma-separated modules trained in full besides the "
                                         "adapters (a fresh classifier always is)")));

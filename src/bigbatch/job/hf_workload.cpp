@@ -292,6 +292,8 @@ std::vector<std::string> default_lora_targets(const std::string& model_type) {
     return {"c_attn"};
   if (model_type == "distilbert")
     return {"q_lin", "v_lin"};
+  if (model_type == "modernbert")
+    return {"Wqkv"};  // queries, keys and values in one product
   if (models::hf_task_of(model_type) == models::HfTask::kClassification)
     return {"query", "value"};  // BERT's, RoBERTa's and ELECTRA's
   return {"q_proj", "v_proj"};
@@ -343,8 +345,7 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
     model.module()->to(torch::kFloat64);
   const std::string adapter_row = adapt(model, options.adapter, start, options.model_path);
   model.set_checkpointing(options.checkpointing);
-  if (model.bert)
-    model.bert->set_skip_padding(options.skip_padding);
+  model.set_skip_padding(options.skip_padding);
   w.module = model.module();
   w.attention_keys = context;
   w.llama_ops = !model.llama.is_empty();
@@ -388,10 +389,11 @@ Workload build_hf_workload(const HfWorkloadOptions& options, HfWorkloadParts* pa
   w.description =
       cat(model.describe(), ", context ", context, " tokens",
           model.fresh.empty() ? "" : cat("; fresh: ", join(model.fresh)),
-          model.unused.empty()
-              ? ""
-              : cat("; unused: ", model.unused.size(), " tensors of the checkpoint's other heads (",
-                    model.unused.front(), model.unused.size() > 1 ? ", ..." : "", ")"));
+          model.unused.empty() ? ""
+                               : cat("; unused: ", model.unused.size(),
+                                     model.unused.size() == 1 ? " tensor" : " tensors",
+                                     " of the checkpoint's other heads (", model.unused.front(),
+                                     model.unused.size() > 1 ? ", ..." : "", ")"));
   const std::string tokenizer_row = tokenizer->description();
   const std::string trainable = trainable_share(*w.module);
   const std::string frozen_dtype = !options.adapter.lora                              ? ""

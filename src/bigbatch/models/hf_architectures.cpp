@@ -18,7 +18,8 @@ const std::vector<HfArchitecture>& hf_architectures() {
       {"roberta", "RobertaForSequenceClassification", HfTask::kClassification},
       {"xlm-roberta", "XLMRobertaForSequenceClassification", HfTask::kClassification},
       {"distilbert", "DistilBertForSequenceClassification", HfTask::kClassification},
-      {"electra", "ElectraForSequenceClassification", HfTask::kClassification}};
+      {"electra", "ElectraForSequenceClassification", HfTask::kClassification},
+      {"modernbert", "ModernBertForSequenceClassification", HfTask::kClassification}};
   return kArchitectures;
 }
 

@@ -24,7 +24,7 @@ struct HfArchitecture {
 const std::vector<HfArchitecture>& hf_architectures();
 
 /// The supported model_types, for messages: "gpt2, llama, mistral, qwen2, qwen3, gemma2,
-/// gemma3_text, bert, roberta, xlm-roberta, distilbert, electra".
+/// gemma3_text, bert, roberta, xlm-roberta, distilbert, electra, modernbert".
 std::string hf_model_types();
 
 /// The architecture of `model_type`; throws InputError naming it and hf_model_types() when it is

@@ -16,11 +16,6 @@
 namespace bigbatch::models {
 namespace {
 
-/// Packed tokens are filled up to a multiple of this many rows with padding positions: oneDNN
-/// builds a product for every new row count (about 0.5 ms each), and the real tokens of a
-/// micro-batch are a new count nearly every time (docs/BENCHMARKS.md).
-constexpr int64_t kPackedRowMultiple = 8;
-
 torch::nn::LayerNorm layer_norm(const HfBertConfig& config) {
   return torch::nn::LayerNorm(
       torch::nn::LayerNormOptions({config.hidden_size()}).eps(config.layer_norm_eps()));
@@ -367,7 +362,7 @@ torch::Tensor HfBertImpl::encode_first_tokens(const torch::Tensor& input_ids,
                                               const torch::Tensor& attention_mask,
                                               const torch::Tensor& token_type_ids) {
   const torch::Tensor types = checked_token_types(input_ids, token_type_ids);  // (B, T)
-  const nn::PackedTokens tokens = nn::pack_tokens(attention_mask, kPackedRowMultiple);
+  const nn::PackedTokens tokens = nn::pack_tokens(attention_mask, nn::kPackedRowMultiple);
   const torch::Tensor positions =
       config_.is_roberta() ? tokens.pack(position_ids(input_ids)) : tokens.positions;  // (N + F)
   const torch::Tensor x = embed(tokens.pack(input_ids), tokens.pack(types), positions);

@@ -201,20 +201,6 @@ nn::AdaptedLinear linear(int64_t in, int64_t out, bool bias) {
   return nn::AdaptedLinear(in, out, bias);
 }
 
-/// RoPE's cos and sin at positions past .. past + time - 1 for `inverse_frequencies` (D / 2), in
-/// float32 as transformers computes them, then in `like`'s dtype, on its device.
-/// -> {cos, sin}, (T, D) each
-std::pair<torch::Tensor, torch::Tensor> rotary_tables(const torch::Tensor& inverse_frequencies,
-                                                      int64_t past, int64_t time,
-                                                      const torch::Tensor& like) {
-  const torch::Tensor positions = torch::arange(
-      past, past + time, torch::TensorOptions().dtype(torch::kFloat).device(like.device()));
-  const torch::Tensor freqs =
-      positions.unsqueeze(1) * inverse_frequencies.to(like.device()).unsqueeze(0);  // (T, D/2)
-  const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);              // (T, D)
-  return {angles.cos().to(like.scalar_type()), angles.sin().to(like.scalar_type())};
-}
-
 /// An RMSNorm over `width` values of the config's kind.
 RmsNorm rms_norm_of(const HfLlamaConfig& config, int64_t width) {
   return RmsNorm(width, config.rms_norm_eps(), config.norm_plus_one());
@@ -290,9 +276,7 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor rope_inverse_frequencies(const HfLlamaConfig& config) {
-  const int64_t dim = config.head_dim();
-  const torch::Tensor exponents = torch::arange(0, dim, 2, torch::kFloat) / double(dim);
-  torch::Tensor inv_freq = 1.0 / torch::pow(config.rope_theta(), exponents);  // (dim / 2)
+  torch::Tensor inv_freq = default_rope_inverse_frequencies(config.rope_theta(), config.head_dim());
   if (config.rope_scaling() == RopeScaling::kLinear)
     return inv_freq / config.rope_factor();
   if (config.rope_scaling() != RopeScaling::kLlama3)

@@ -22,6 +22,8 @@ int64_t read_hf_max_positions(const std::string& directory) {
   io::HfConfig config = io::HfConfig::read(directory);
   if (model_type == "gpt2")
     return config.get_int("n_positions");
+  if (model_type == "modernbert")
+    return read_hf_modernbert_config(config).max_position_embeddings();
   if (hf_task_of(model_type) == HfTask::kClassification)
     return read_hf_bert_config(config).max_length();
   return config.get_int("max_position_embeddings");
@@ -62,6 +64,8 @@ std::shared_ptr<torch::nn::Module> HfModel::module() const {
     return gpt2.ptr();
   if (llama)
     return llama.ptr();
+  if (modernbert)
+    return modernbert.ptr();
   return bert.ptr();
 }
 
@@ -71,6 +75,8 @@ torch::Tensor HfModel::forward(const torch::Tensor& input_ids,
     return gpt2.ptr()->forward(input_ids, attention_mask);
   if (llama)
     return llama.ptr()->forward(input_ids, attention_mask);
+  if (modernbert)
+    return modernbert.ptr()->forward(input_ids, attention_mask);
   return bert.ptr()->forward(input_ids, attention_mask);
 }
 
@@ -103,8 +109,17 @@ void HfModel::set_checkpointing(const nn::CheckpointPolicy& policy) const {
     gpt2.ptr()->set_checkpointing(policy);
   else if (llama)
     llama.ptr()->set_checkpointing(policy);
+  else if (modernbert)
+    modernbert.ptr()->set_checkpointing(policy);
   else
     bert.ptr()->set_checkpointing(policy);
+}
+
+void HfModel::set_skip_padding(bool skip) const {
+  if (bert)
+    bert.ptr()->set_skip_padding(skip);
+  else if (modernbert)
+    modernbert.ptr()->set_skip_padding(skip);
 }
 
 int64_t HfModel::max_positions() const {
@@ -112,6 +127,8 @@ int64_t HfModel::max_positions() const {
     return gpt2->config().n_positions();
   if (llama)
     return llama->config().max_position_embeddings();
+  if (modernbert)
+    return modernbert->config().max_position_embeddings();
   return bert->config().max_length();
 }
 
@@ -120,6 +137,8 @@ int64_t HfModel::outputs() const {
     return gpt2->config().vocab_size();
   if (llama)
     return llama->config().vocab_size();
+  if (modernbert)
+    return modernbert->config().num_labels();
   return bert->config().num_labels();
 }
 
@@ -128,6 +147,8 @@ int64_t HfModel::layers() const {
     return gpt2->config().n_layer();
   if (llama)
     return llama->config().num_hidden_layers();
+  if (modernbert)
+    return modernbert->config().num_hidden_layers();
   return bert->config().num_hidden_layers();
 }
 
@@ -153,6 +174,15 @@ std::string HfModel::describe() const {
                " key/value), vocabulary ", group_thousands(c.vocab_size()), ", positions ",
                group_thousands(c.max_position_embeddings()), window);
   }
+  if (modernbert) {
+    const HfModernBertConfig& c = modernbert->config();
+    const auto local = std::count(c.sliding_layers().begin(), c.sliding_layers().end(), true);
+    return cat("modernbert: ", c.num_hidden_layers(), " layers (", local,
+               " local over a window of ", c.local_attention(), " tokens), width ", c.hidden_size(),
+               ", ", c.num_attention_heads(), " heads, vocabulary ",
+               group_thousands(c.vocab_size()), ", ", c.num_labels(), " classes, ",
+               c.classifier_pooling() == ModernBertPooling::kCls ? "cls" : "mean", " pooling");
+  }
   const HfBertConfig& c = bert->config();
   return cat(c.model_type(), ": ", c.num_hidden_layers(), " layers, width ", c.hidden_size(), ", ",
              c.num_attention_heads(), " heads, vocabulary ", group_thousands(c.vocab_size()), ", ",
@@ -166,6 +196,8 @@ int64_t HfModel::lookup_parameters() const {
   }
   if (llama)
     return llama->lm_head_weight.defined() ? llama->embed_tokens->weight.numel() : 0;
+  if (modernbert)
+    return modernbert->tok_embeddings->weight.numel();
   return gpt2->wpe->weight.numel() +
          (gpt2->lm_head_weight.defined() ? gpt2->wte->weight.numel() : 0);
 }
@@ -179,6 +211,12 @@ std::string HfModel::dropouts() const {
            {"resid_pdrop", c.resid_pdrop()}};
   } else if (llama) {
     all = {{"attention_dropout", llama->config().attention_dropout()}};
+  } else if (modernbert) {
+    const HfModernBertConfig& c = modernbert->config();
+    all = {{"embedding_dropout", c.embedding_dropout()},
+           {"attention_dropout", c.attention_dropout()},
+           {"mlp_dropout", c.mlp_dropout()},
+           {"classifier_dropout", c.classifier_dropout()}};
   } else if (bert->config().is_distilbert()) {  // under the names of its config.json
     const HfBertConfig& c = bert->config();
     all = {{"dropout", c.hidden_dropout_prob()},
@@ -204,6 +242,11 @@ HfModel load_hf_model(const std::string& directory, int64_t num_labels) {
   model.task = hf_task_of(model.model_type);
   if (model.model_type == "gpt2") {
     model.gpt2 = load_hf_gpt2(directory);
+  } else if (model.model_type == "modernbert") {
+    LoadedHfModernBert loaded = load_hf_modernbert(directory, num_labels);
+    model.modernbert = loaded.model;
+    model.fresh = std::move(loaded.fresh);
+    model.unused = std::move(loaded.unused);
   } else if (model.task == HfTask::kClassification) {
     LoadedHfBert loaded = load_hf_bert(directory, num_labels);
     model.bert = loaded.model;

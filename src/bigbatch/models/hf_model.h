@@ -14,6 +14,7 @@
 #include "bigbatch/models/hf_bert.h"
 #include "bigbatch/models/hf_gpt2.h"
 #include "bigbatch/models/hf_llama.h"
+#include "bigbatch/models/hf_modernbert.h"
 #include "bigbatch/models/sampling.h"
 #include "bigbatch/nn/recompute.h"
 
@@ -30,17 +31,19 @@ int64_t read_hf_max_positions(const std::string& directory);
 /// The task a supported model_type trains for (hf_architecture(model_type).task).
 HfTask hf_task_of(const std::string& model_type);
 
-/// A loaded model of any supported architecture. Exactly one of gpt2, llama and bert is set.
+/// A loaded model of any supported architecture. Exactly one of gpt2, llama, bert and modernbert
+/// is set.
 struct HfModel {
   std::string model_type;
   HfTask task = HfTask::kCausalLm;
   HfGpt2 gpt2{nullptr};
   HfLlama llama{nullptr};
   HfBert bert{nullptr};
+  HfModernBert modernbert{nullptr};
   /// Tensors initialised afresh because the checkpoint lacks them (a classifier head).
   std::vector<std::string> fresh;
   /// The checkpoint's tensors of heads the model has no use for (BERT's pre-training heads,
-  /// RoBERTa's masked-LM head and pooler), skipped.
+  /// RoBERTa's masked-LM head and pooler, ModernBERT's decoder), skipped.
   std::vector<std::string> unused;
 
   /// The modules that train in full beside LoRA adapters and that a PEFT adapter saves whole:
@@ -73,14 +76,17 @@ struct HfModel {
   /// The config's dropouts that draw in training, as "hidden_dropout_prob 0.1,
   /// attention_probs_dropout_prob 0.1"; empty when every one is 0.
   std::string dropouts() const;
+  /// Whether a classifier skips the padding of its inputs (HfBert's and HfModernBert's
+  /// set_skip_padding); nothing for a causal LM.
+  void set_skip_padding(bool skip) const;
   /// The parameters of embedding tables that are only read by index (no product uses them: a
   /// tied output head's table does), which cost no FLOPs: BERT's word, position and token type
   /// embeddings (RoBERTa's too); an untied Llama's embed_tokens; GPT-2's wpe, and its wte when
-  /// untied.
+  /// untied; ModernBERT's tok_embeddings.
   int64_t lookup_parameters() const;
 };
 
-/// The model of `directory` in float32 with its weights; a classifier (bert, roberta) gets
+/// The model of `directory` in float32 with its weights; a classifier (bert, modernbert, ...) gets
 /// `num_labels` classes (0: the config's). Throws InputError naming the directory and what is
 /// wrong.
 HfModel load_hf_model(const std::string& directory, int64_t num_labels = 0);

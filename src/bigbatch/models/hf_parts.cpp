@@ -42,6 +42,22 @@ nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
   return mask;
 }
 
+torch::Tensor default_rope_inverse_frequencies(double theta, int64_t dim) {
+  const torch::Tensor exponents = torch::arange(0, dim, 2, torch::kFloat) / double(dim);
+  return 1.0 / torch::pow(theta, exponents);  // (dim / 2)
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(const torch::Tensor& inverse_frequencies,
+                                                      int64_t past, int64_t time,
+                                                      const torch::Tensor& like) {
+  const torch::Tensor positions = torch::arange(
+      past, past + time, torch::TensorOptions().dtype(torch::kFloat).device(like.device()));
+  const torch::Tensor freqs =
+      positions.unsqueeze(1) * inverse_frequencies.to(like.device()).unsqueeze(0);  // (T, D/2)
+  const torch::Tensor angles = torch::cat({freqs, freqs}, /*dim=*/-1);              // (T, D)
+  return {angles.cos().to(like.scalar_type()), angles.sin().to(like.scalar_type())};
+}
+
 torch::Tensor run_layers(const torch::nn::ModuleList& layers, const nn::CheckpointPolicy& policy,
                          bool training, torch::Tensor x, const LayerCall& call, KvCache* cache) {
   const int64_t time = x.size(1);

@@ -1,6 +1,6 @@
-// Pieces the Hugging Face architectures (hf_gpt2, hf_llama, hf_bert) share: the empty modules
-// that only name a level of a parameter path, the untied output head, and the checks and mask of
-// their inputs.
+// Pieces the Hugging Face architectures (hf_gpt2, hf_llama, hf_bert, hf_modernbert) share: the
+// empty modules that only name a level of a parameter path, the untied output head, the checks
+// and mask of their inputs, and RoPE's tables.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "bigbatch/models/kv_cache.h"
 #include "bigbatch/nn/attention.h"
@@ -37,6 +38,17 @@ void check_input_ids(const torch::Tensor& input_ids, const std::string& model,
 nn::AttentionMask attention_mask_of(const torch::Tensor& attention_mask,
                                     const torch::Tensor& input_ids, bool causal,
                                     const std::string& model, int64_t past = 0);
+
+/// RoPE's inverse frequencies theta^(-2i / dim) for i < dim / 2, in float32 as transformers'
+/// default RoPE computes them. -> (dim / 2) float32
+torch::Tensor default_rope_inverse_frequencies(double theta, int64_t dim);
+
+/// RoPE's cos and sin at positions past .. past + time - 1 for `inverse_frequencies` (D / 2), in
+/// float32 as transformers computes them, then in `like`'s dtype, on its device.
+/// -> {cos, sin}, (T, D) each
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(const torch::Tensor& inverse_frequencies,
+                                                      int64_t past, int64_t time,
+                                                      const torch::Tensor& like);
 
 /// One transformer layer of a model: layer `index` applied to x (B, T, C) -> (B, T, C). It is
 /// called again during backward when the layer is checkpointed, so it must capture what it uses

@@ -18,16 +18,16 @@ namespace {
 
 std::atomic<AttentionKernel> process_choice{AttentionKernel::kAuto};
 
-/// True where query t may not attend to key s: (T, S) for a causal mask (with its window)
-/// alone, (B, 1, 1, S) for padding alone, (B, 1, T, S) for both; undefined when every key is
-/// attended.
+/// True where query t may not attend to key s: (T, S) for a causal mask or a window alone,
+/// (B, 1, 1, S) for padding alone, (B, 1, T, S) for both; undefined when every key is attended.
 torch::Tensor blocked_positions(const AttentionMask& mask, int64_t queries, int64_t keys,
                                 torch::Device device) {
   torch::Tensor blocked;
-  if (mask.causal) {
+  if (mask.causal || window_cuts(mask, queries)) {
     const torch::Tensor ones =
         torch::ones({queries, keys}, torch::TensorOptions().dtype(torch::kBool).device(device));
-    blocked = ones.triu(/*diagonal=*/1);  // (T, S): the keys after t
+    // (T, S): the keys after t, or with a two-sided window those from t + window on
+    blocked = ones.triu(/*diagonal=*/mask.causal ? 1 : mask.window);
     if (window_cuts(mask, queries))
       blocked.logical_or_(ones.tril(/*diagonal=*/-mask.window));  // and those from t - window back
   }
@@ -170,7 +170,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
 }  // namespace
 
 bool window_cuts(const AttentionMask& mask, int64_t queries) {
-  return mask.causal && mask.window > 0 && queries > mask.window;
+  return mask.window > 0 && queries > mask.window;
 }
 
 torch::Tensor additive_attention_mask(const AttentionMask& mask, int64_t batch, int64_t heads,

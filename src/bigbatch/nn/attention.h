@@ -15,13 +15,17 @@ struct AttentionMask {
   bool causal = false;
   /// (B, S) bool, true at keys that no query attends to (padding); undefined: none.
   torch::Tensor padding;
-  /// With `causal`, a sliding window: query t attends to keys t - window + 1 .. t only
-  /// (transformers' sliding_window). 0: no window. With padding too, a query whose window holds
-  /// only padding attends to itself, so that it has a key (its output is padding's own).
+  /// A sliding window: with `causal`, query t attends to keys t - window + 1 .. t only
+  /// (transformers' sliding_window); without, to keys t - window + 1 .. t + window - 1, those
+  /// less than `window` away on either side (ModernBERT's local attention of local_attention / 2
+  /// keys each way: a window of local_attention / 2 + 1). 0: no window. With padding too, a query
+  /// whose window holds only padding attends to itself, so that it has a key (its output is
+  /// padding's own).
   int64_t window = 0;
 };
 
-/// Whether `mask`'s window blocks any of `queries` queries' keys that its causal mask allows.
+/// Whether `mask`'s window blocks any key of `queries` queries (as many keys) that the mask
+/// would allow without it.
 bool window_cuts(const AttentionMask& mask, int64_t queries);
 
 /// Which kernels compute attention.

@@ -46,6 +46,11 @@ struct PackedTokens {
 torch::Tensor scatter_rows(const torch::Tensor& rows, const torch::Tensor& slots,
                            int64_t positions);
 
+/// The row multiple the models pack with: oneDNN builds a product for every new row count (about
+/// 0.5 ms each), and the real tokens of a micro-batch are a new count nearly every time
+/// (docs/BENCHMARKS.md).
+constexpr int64_t kPackedRowMultiple = 8;
+
 /// Packs the tokens of `attention_mask` (B, T), nonzero at real tokens, any pattern of padding,
 /// with padding positions after them up to a multiple of `row_multiple` rows where the batch has
 /// that many. Throws InputError when the mask is not 2-D, a row has no real token or

@@ -228,13 +228,13 @@ torch::Tensor HfModernBertLayerImpl::attend(const torch::Tensor& qkv, const torc
   // Under CPU bf16 autocast every attention path rounds queries and keys to bf16 before its
   // first product, so the rotary embeddings round them themselves (the same values).
   const bool rounded = qkv.device().is_cpu() && nn::cpu_autocast_to_bf16();
-  const torch::Tensor q =
-      nn::rotary_embedding(qkv.narrow(2, 0, hidden), cos, sin, heads, rounded);  // (B, H, T, D)
-  const torch::Tensor k =
-      nn::rotary_embedding(qkv.narrow(2, hidden, hidden), cos, sin, heads, rounded);
-  const torch::Tensor v = qkv.narrow(2, 2 * hidden, hidden)
-                              .view({batch, time, heads, config_.head_dim()})
-                              .transpose(1, 2);  // (B, H, T, D)
+  // One split, not three narrows: its backward joins the three gradients in one pass, where each
+  // narrow's would fill a zero tensor of the whole qkv and add them.
+  const std::vector<torch::Tensor> parts = qkv.split(hidden, 2);  // (B, T, C) each
+  const torch::Tensor q = nn::rotary_embedding(parts[0], cos, sin, heads, rounded);  // (B, H, T, D)
+  const torch::Tensor k = nn::rotary_embedding(parts[1], cos, sin, heads, rounded);
+  const torch::Tensor v =
+      parts[2].view({batch, time, heads, config_.head_dim()}).transpose(1, 2);  // (B, H, T, D)
   const nn::AttentionMask mask{false, padding, window_};
   const torch::Tensor y =
       nn::scaled_dot_product_attention(q, k, v, mask, config_.attention_dropout(),
@@ -247,12 +247,10 @@ torch::Tensor HfModernBertLayerImpl::after_attention(const torch::Tensor& x,
   const double attention_dropout = config_.attention_dropout();
   const torch::Tensor h = nn::residual_add(
       x, maybe_dropout(attention_output->forward(attended), attention_dropout, is_training()));
-  const int64_t inner = config_.intermediate_size();
-  const torch::Tensor both = mlp_input->forward(mlp_norm->forward(h));  // (..., 2 * inner)
-  const int64_t last = both.dim() - 1;
   // GeGLU: transformers chunks Wi's output into the input (first half) and the gate.
-  const torch::Tensor gated =
-      torch::gelu(both.narrow(last, 0, inner)) * both.narrow(last, inner, inner);  // (..., inner)
+  const std::vector<torch::Tensor> halves =
+      mlp_input->forward(mlp_norm->forward(h)).chunk(2, -1);       // (..., inner) each
+  const torch::Tensor gated = torch::gelu(halves[0]) * halves[1];  // (..., inner)
   return nn::residual_add(
       h, mlp_output->forward(maybe_dropout(gated, config_.mlp_dropout(), is_training())));
 }

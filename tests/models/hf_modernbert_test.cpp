@@ -244,10 +244,10 @@ TEST(HfModernBertConfig, WhatItDoesNotImplementIsRefusedByName) {
                            {"classifier_pooling = \"max\"", "\"cls\" or \"mean\""});
   testing::expect_contains(
       error_of([](nlohmann::json& c) { c["layer_types"] = {"full_attention"}; }),
-      {"layer_types must list one type per layer (num_hidden_layers = 3)"});
+      {"config.json: layer_types must list num_hidden_layers = 3 layer types"});
   testing::expect_contains(
       error_of([](nlohmann::json& c) { c["layer_types"][1] = "chunked_attention"; }),
-      {"layer_types holds \"chunked_attention\""});
+      {"config.json: unsupported layer_types[1] \"chunked_attention\""});
   testing::expect_contains(error_of([](nlohmann::json& c) { c["num_attention_heads"] = 3; }),
                            {"hidden_size = 32 is not divisible by num_attention_heads = 3"});
   testing::expect_contains(error_of([](nlohmann::json& c) { c["problem_type"] = "regression"; }),

@@ -76,27 +76,6 @@ void read_mistral_window(io::HfConfig& c, HfLlamaConfig& config) {
       .sliding_layers(std::vector<bool>(size_t(config.num_hidden_layers()), true));
 }
 
-/// Per layer, whether layer_types (`layer_types`, not null) names it "sliding_attention"; with
-/// `sliding_allowed` false only "full_attention" is accepted, `why_not` saying why.
-std::vector<bool> sliding_layer_types(const nlohmann::json& layer_types, int64_t layers,
-                                      bool sliding_allowed, const std::string& why_not,
-                                      const std::string& origin) {
-  BB_CHECK_INPUT(layer_types.is_array() && int64_t(layer_types.size()) == layers, origin,
-                 ": layer_types must list num_hidden_layers = ", layers, " layer types, got ",
-                 layer_types.dump());
-  std::vector<bool> sliding(size_t(layers), false);
-  for (size_t i = 0; i < layer_types.size(); ++i) {
-    const nlohmann::json& type = layer_types[i];
-    BB_CHECK_INPUT(type == "full_attention" || (sliding_allowed && type == "sliding_attention"),
-                   origin, ": unsupported layer_types[", i, "] ", type.dump(),
-                   sliding_allowed
-                       ? " (bigbatch supports \"full_attention\" and \"sliding_attention\")"
-                       : cat(" (", why_not, " bigbatch supports only \"full_attention\")"));
-    sliding[i] = type == "sliding_attention";
-  }
-  return sliding;
-}
-
 /// Qwen2 and Qwen3: with use_sliding_window, the layers layer_types names "sliding_attention"
 /// (without it, those from max_window_layers on) slide over sliding_window keys; without
 /// use_sliding_window, sliding_window and max_window_layers are unused, as in transformers.
@@ -207,6 +186,25 @@ RmsNorm rms_norm_of(const HfLlamaConfig& config, int64_t width) {
 }
 
 }  // namespace
+
+std::vector<bool> sliding_layer_types(const nlohmann::json& layer_types, int64_t layers,
+                                      bool sliding_allowed, const std::string& why_not,
+                                      const std::string& origin) {
+  BB_CHECK_INPUT(layer_types.is_array() && int64_t(layer_types.size()) == layers, origin,
+                 ": layer_types must list num_hidden_layers = ", layers, " layer types, got ",
+                 layer_types.dump());
+  std::vector<bool> sliding(size_t(layers), false);
+  for (size_t i = 0; i < layer_types.size(); ++i) {
+    const nlohmann::json& type = layer_types[i];
+    BB_CHECK_INPUT(type == "full_attention" || (sliding_allowed && type == "sliding_attention"),
+                   origin, ": unsupported layer_types[", i, "] ", type.dump(),
+                   sliding_allowed
+                       ? " (bigbatch supports \"full_attention\" and \"sliding_attention\")"
+                       : cat(" (", why_not, " bigbatch supports only \"full_attention\")"));
+    sliding[i] = type == "sliding_attention";
+  }
+  return sliding;
+}
 
 bool HfLlamaConfig::is_sliding(int64_t layer) const {
   return layer >= 0 && size_t(layer) < sliding_layers().size() && sliding_layers()[size_t(layer)];

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,14 @@ struct HfLlamaConfig {
   /// The window of layer `layer`'s attention: sliding_window on a sliding layer, else 0 (none).
   int64_t attention_window(int64_t layer) const;
 };
+
+/// Per layer, whether `layer_types` (transformers' list, not null) names it "sliding_attention";
+/// refuses, naming `origin`, a list of another length than `layers` and any other type. With
+/// `sliding_allowed` false only "full_attention" is accepted, `why_not` saying why. (The Llama
+/// family's and ModernBERT's layer_types.)
+std::vector<bool> sliding_layer_types(const nlohmann::json& layer_types, int64_t layers,
+                                      bool sliding_allowed, const std::string& why_not,
+                                      const std::string& origin);
 
 /// Reads a config of model_type llama, mistral, qwen2, qwen3, gemma2 or gemma3_text. Refuses,
 /// naming them, what bigbatch does not implement (an activation other than silu, or

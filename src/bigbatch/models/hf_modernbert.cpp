@@ -7,6 +7,7 @@
 #include "bigbatch/core/strings.h"
 #include "bigbatch/io/hf_weights.h"
 #include "bigbatch/models/hf_architectures.h"
+#include "bigbatch/models/hf_llama.h"
 #include "bigbatch/models/hf_load.h"
 #include "bigbatch/models/hf_parts.h"
 #include "bigbatch/models/transformer_parts.h"
@@ -26,23 +27,15 @@ void read_layer_types(io::HfConfig& c, HfModernBertConfig& config) {
   const int64_t layers = config.num_hidden_layers();
   const int64_t every = c.get_int("global_attn_every_n_layers", 3);
   const nlohmann::json types = c.get_json("layer_types");
-  std::vector<bool> sliding;
-  if (types.is_null()) {
-    BB_CHECK_INPUT(every >= 1, c.origin(), ": global_attn_every_n_layers = ", every,
-                   " must be >= 1");
-    for (int64_t i = 0; i < layers; ++i)
-      sliding.push_back(i % every != 0);
-  } else {
-    BB_CHECK_INPUT(types.is_array() && int64_t(types.size()) == layers, c.origin(),
-                   ": layer_types must list one type per layer (num_hidden_layers = ", layers,
-                   "), got ", types.dump());
-    for (const nlohmann::json& type : types) {
-      BB_CHECK_INPUT(type == "full_attention" || type == "sliding_attention", c.origin(),
-                     ": layer_types holds ", type.dump(),
-                     "; ModernBERT's are \"full_attention\" and \"sliding_attention\"");
-      sliding.push_back(type == "sliding_attention");
-    }
+  if (!types.is_null()) {
+    config.sliding_layers(
+        sliding_layer_types(types, layers, /*sliding_allowed=*/true, "", c.origin()));
+    return;
   }
+  BB_CHECK_INPUT(every >= 1, c.origin(), ": global_attn_every_n_layers = ", every, " must be >= 1");
+  std::vector<bool> sliding;
+  for (int64_t i = 0; i < layers; ++i)
+    sliding.push_back(i % every != 0);
   config.sliding_layers(sliding);
 }
 
@@ -89,10 +82,6 @@ void read_rope(io::HfConfig& c, HfModernBertConfig& config) {
                                        where + ".full_attention", config.global_rope_theta()))
       .local_rope_theta(rope_theta_of(rope.value("sliding_attention", nlohmann::json()),
                                       where + ".sliding_attention", config.local_rope_theta()));
-}
-
-nn::AdaptedLinear linear(int64_t in, int64_t out, bool bias) {
-  return nn::AdaptedLinear(in, out, bias);
 }
 
 BiasOptionalLayerNorm layer_norm(const HfModernBertConfig& config) {
@@ -192,12 +181,13 @@ HfModernBertLayerImpl::HfModernBertLayerImpl(const HfModernBertConfig& config, i
     attn_norm = register_module("attn_norm", layer_norm(config));
   auto attn = register_level(*this, "attn");
   qkv_projection =
-      attn->register_module("Wqkv", linear(hidden, 3 * hidden, config.attention_bias()));
-  attention_output = attn->register_module("Wo", linear(hidden, hidden, config.attention_bias()));
+      attn->register_module("Wqkv", nn::AdaptedLinear(hidden, 3 * hidden, config.attention_bias()));
+  attention_output =
+      attn->register_module("Wo", nn::AdaptedLinear(hidden, hidden, config.attention_bias()));
   mlp_norm = register_module("mlp_norm", layer_norm(config));
   auto mlp = register_level(*this, "mlp");
-  mlp_input = mlp->register_module("Wi", linear(hidden, 2 * inner, config.mlp_bias()));
-  mlp_output = mlp->register_module("Wo", linear(inner, hidden, config.mlp_bias()));
+  mlp_input = mlp->register_module("Wi", nn::AdaptedLinear(hidden, 2 * inner, config.mlp_bias()));
+  mlp_output = mlp->register_module("Wo", nn::AdaptedLinear(inner, hidden, config.mlp_bias()));
 }
 
 torch::Tensor HfModernBertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
